@@ -1,0 +1,18 @@
+"""The action vocabulary. Each rule file names one of these and configures it with ``params``."""
+
+from __future__ import annotations
+
+from .add_parameter import AddParameter
+from .base import Action, ActionContext
+from .insert_statements import InsertStatements
+from .replace_expression import ReplaceExpression
+from .replace_statements import ReplaceStatements
+from .set_class_attribute import SetClassAttribute
+from .thread_layer_idx import ThreadLayerIdx
+
+ACTIONS: dict[str, type[Action]] = {
+    cls.name: cls
+    for cls in (ReplaceExpression, ReplaceStatements, InsertStatements, AddParameter, SetClassAttribute, ThreadLayerIdx)
+}
+
+__all__ = ["ACTIONS", "Action", "ActionContext"]

@@ -1,0 +1,153 @@
+"""What every action shares: the context it runs in, scoping to the rule's role, and parameter checks."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping
+
+import libcst as cst
+
+from ..diagnostics import Diagnostic
+
+if TYPE_CHECKING:
+    from ..analysis import ModuleInfo
+    from ..rules import Rule, _Checker
+
+
+@dataclasses.dataclass
+class ActionContext:
+    """What the engine hands an action: the analysis of the file, the functions and classes the rule applies
+    to, the holes bound for each function, and a way to format inserted code."""
+
+    path: str
+    info: "ModuleInfo"
+    locate: Callable[[cst.CSTNode | None], tuple[int, int]]
+    functions: set[str]  # qualified names in scope
+    classes: set[str]  # class names in scope
+    bound: Callable[[str | None], dict[str, str]]  # qualified function name -> bound holes
+    format_statements: Callable[[str, int], str]  # (python code, indent depth) -> formatted code
+    diagnostics: list[Diagnostic] = dataclasses.field(default_factory=list)
+
+    def error(self, rule: "Rule", where: str | None, message: str) -> None:
+        """A diagnostic located at the (original) definition of function ``where``."""
+        fn = self.info.functions.get(where) if where else None
+        line, column = self.locate(fn.node if fn else None)
+        self.diagnostics.append(Diagnostic(self.path, line, column, rule.id, message))
+
+
+class Action:
+    """An action is a libcst transformer configured by one rule. Subclasses set ``name`` and ``PARAMS`` and
+    count what they changed in ``self.changes``."""
+
+    name: ClassVar[str]
+    # parameter -> (python type, required, what is expected: for error messages)
+    PARAMS: ClassVar[Mapping[str, tuple[type, bool, str]]] = {}
+
+    @classmethod
+    def validate(cls, rule: "Rule", check: "_Checker") -> None:
+        check.unknown(set(cls.PARAMS), "params") if rule.params else None
+        for key, (kind, required, expected) in cls.PARAMS.items():
+            if required or key in rule.params:
+                check.get(f"params.{key}", kind, expected)
+        cls.check_params(rule, check)
+
+    @classmethod
+    def check_params(cls, rule: "Rule", check: "_Checker") -> None:
+        """Extra checks, e.g. that templates parse."""
+
+    def __init__(self, rule: "Rule", ctx: ActionContext) -> None:
+        self.rule = rule
+        self.ctx = ctx
+        self.changes = 0
+
+    def param(self, key: str, default: Any = None) -> Any:
+        return self.rule.params.get(key, default)
+
+    def transformer(self) -> cst.CSTTransformer:
+        raise NotImplementedError
+
+
+class Scoped(cst.CSTTransformer):
+    """A transformer that knows the class and top-level function it is in, to apply only within scope."""
+
+    def __init__(self, action: Action) -> None:
+        super().__init__()
+        self.action = action
+        self.ctx = action.ctx
+        self.class_stack: list[str] = []
+        self.function_stack: list[str] = []
+
+    @property
+    def current_class(self) -> str | None:
+        return self.class_stack[-1] if self.class_stack else None
+
+    @property
+    def current_function(self) -> str | None:
+        return self.function_stack[0] if self.function_stack else None
+
+    def in_function_scope(self) -> bool:
+        return self.current_function in self.ctx.functions
+
+    def bound(self) -> dict[str, str]:
+        return self.ctx.bound(self.current_function)
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        """Track where we are, and skip whole classes and functions the rule does not apply to."""
+        if isinstance(node, cst.ClassDef) and not self.function_stack:
+            self.class_stack.append(node.name.value)
+            name = node.name.value
+            if name not in self.ctx.classes and not any(q.startswith(name + ".") for q in self.ctx.functions):
+                return False
+        elif isinstance(node, cst.FunctionDef):
+            owner = self.current_class if len(self.class_stack) == 1 and not self.function_stack else None
+            self.function_stack.append(f"{owner}.{node.name.value}" if owner else node.name.value)
+            if len(self.function_stack) == 1 and self.function_stack[0] not in self.ctx.functions:
+                return False
+        elif isinstance(node, cst.BaseStatement) and not self.class_stack and not self.function_stack:
+            return False  # module-level statements other than classes and functions
+        return super().on_visit(node)
+
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):
+        result = super().on_leave(original_node, updated_node)
+        if isinstance(original_node, cst.FunctionDef):
+            self.function_stack.pop()
+        elif isinstance(original_node, cst.ClassDef) and not self.function_stack:
+            self.class_stack.pop()
+        return result
+
+
+def depth_of(function_qualname: str | None) -> int:
+    """Indentation depth of a top-level statement in a function body (method: 2, function: 1)."""
+    if function_qualname is None:
+        return 0
+    return 2 if "." in function_qualname else 1
+
+
+def check_holes(check: "_Checker", key: str, template: str, captured: set[str]) -> None:
+    """A template may only use holes its pattern captures or that are bound (``cache``, ``layers``, facts)."""
+    from ..patterns import holes
+
+    unknown = holes(template) - captured - set(getattr(check, "bound_names", ()))
+    if unknown:
+        raise check.fail(key, f"a template whose holes are captured or bound ({', '.join(sorted(unknown))} is not)")
+
+
+def append_item(items: list, new: cst.CSTNode, trailing_field: str) -> list:
+    """Append ``new`` to a comma-separated list of Params or Args, following the list's layout: one item per
+    line (a trailing comma) or all on one line. ``trailing_field`` is the whitespace after an item
+    (``whitespace_after_param`` or ``whitespace_after_arg``)."""
+    if not items:
+        return [new]
+    last = items[-1]
+    if isinstance(last.comma, cst.Comma):
+        before_last = items[-2].comma if len(items) > 1 else None
+        separator = before_last if isinstance(before_last, cst.Comma) else cst.Comma(cst.SimpleWhitespace(""), cst.SimpleWhitespace(" "))
+        new = new.with_changes(comma=last.comma)
+        last = last.with_changes(comma=separator)
+    else:
+        new = new.with_changes(**{trailing_field: getattr(last, trailing_field)})
+        last = last.with_changes(
+            comma=cst.Comma(cst.SimpleWhitespace(""), cst.SimpleWhitespace(" ")),
+            **{trailing_field: cst.SimpleWhitespace("")},
+        )
+    return [*items[:-1], last, new]

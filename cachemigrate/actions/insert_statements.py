@@ -1,0 +1,108 @@
+"""``insert_statements``: insert a template block at an anchor of a function.
+
+Anchors:
+  ``function_start``    after the docstring
+  ``before_first_use``  before the first top-level statement that reads ``{cache}``; every name in
+                        ``after_assignments`` that the function assigns must be assigned before that point, so
+                        that the block never reads a variable before it exists
+  ``after_loop``        after the top-level ``for`` loop over ``{layers}`` (the block ModuleList)
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+import libcst.matchers as m
+
+from ..patterns import TemplateError, code_of, compile_statements, fill_statements, to_python
+from .base import Action, Scoped, check_holes, depth_of
+
+ANCHORS = ("function_start", "before_first_use", "after_loop")
+
+
+def _assigns(stmt: cst.CSTNode, name: str) -> bool:
+    return bool(m.findall(stmt, m.AssignTarget(m.Name(name)) | m.AugAssign(target=m.Name(name))))
+
+
+def _reads(stmt: cst.CSTNode, name: str) -> bool:
+    return bool(m.findall(stmt, m.Name(name)))
+
+
+def _is_docstring(stmt: cst.CSTNode) -> bool:
+    return m.matches(stmt, m.SimpleStatementLine(body=[m.Expr(m.SimpleString() | m.ConcatenatedString())]))
+
+
+class InsertStatements(Action):
+    name = "insert_statements"
+    PARAMS = {
+        "template": (str, True, "the statements to insert, as a template"),
+        "anchor": (str, True, f"one of {', '.join(ANCHORS)}"),
+        "after_assignments": (list, False, "names that must be assigned before the inserted block"),
+    }
+
+    @classmethod
+    def check_params(cls, rule, check) -> None:
+        check.choice("params.anchor", ANCHORS)
+        try:
+            compile_statements(rule.params["template"])
+        except TemplateError as exc:
+            raise check.fail("params.template", f"valid statements ({exc})") from None
+        check_holes(check, "params.template", rule.params["template"], set())
+
+    def transformer(self) -> cst.CSTTransformer:
+        return _Transformer(self)
+
+
+class _Transformer(Scoped):
+    def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef):
+        if self.current_function not in self.ctx.functions or len(self.function_stack) != 1:
+            return updated_node
+        action: InsertStatements = self.action
+        bound = self.bound()
+        body = list(updated_node.body.body)
+        index = self._index(body, bound, original_node)
+        if index is None:
+            return updated_node
+        template = to_python(textwrap.dedent(action.param("template")).strip() + "\n")
+        new = fill_statements(self.ctx.format_statements(template, depth_of(self.current_function)), bound)
+        if _already_there(body, new):
+            return updated_node
+        action.changes += 1
+        body[index:index] = new
+        return updated_node.with_changes(body=updated_node.body.with_changes(body=body))
+
+    def _index(self, body: list, bound: dict, node: cst.FunctionDef) -> int | None:
+        action: InsertStatements = self.action
+        anchor = action.param("anchor")
+        start = 1 if body and _is_docstring(body[0]) else 0
+        if anchor == "function_start":
+            return start
+        if anchor == "after_loop":
+            layers = bound.get("layers")
+            for index, stmt in enumerate(body):
+                if isinstance(stmt, cst.For) and layers and layers in code_of(stmt.iter):
+                    return index + 1
+            return None
+        cache = bound["cache"]
+        first_use = next((i for i, s in enumerate(body) if i >= start and _reads(s, cache)), None)
+        if first_use is None:
+            return None
+        for name in action.param("after_assignments", []):
+            late = next((i for i, s in enumerate(body) if _assigns(s, name)), None)
+            if late is not None and late >= first_use:
+                self.ctx.error(
+                    action.rule,
+                    self.current_function,
+                    f"cannot insert the cache set-up in {self.current_function}: `{cache}` is read before "
+                    f"`{name}` is assigned, and the set-up needs both; move the `{name}` assignment up",
+                )
+                return None
+        return first_use
+
+
+def _already_there(body: list, new: list) -> bool:
+    """The block is already present (running the migration twice changes nothing)."""
+    wanted = [code_of(s) for s in new]
+    have = [code_of(s) for s in body]
+    return any(have[i : i + len(wanted)] == wanted for i in range(len(have) - len(wanted) + 1))

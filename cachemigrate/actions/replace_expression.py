@@ -1,0 +1,61 @@
+"""``replace_expression``: rewrite an expression idiom, e.g. ``{cache}[0][0].size(-2)`` -> ``{cache}.get_seq_length()``."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ..patterns import TemplateError, compile_expression, fill_expression, match_expression
+from .base import Action, Scoped, check_holes
+
+
+def _patterns(rule) -> list[str]:
+    return list(rule.params.get("patterns", [])) + ([rule.params["pattern"]] if "pattern" in rule.params else [])
+
+
+class ReplaceExpression(Action):
+    name = "replace_expression"
+    PARAMS = {
+        "pattern": (str, False, "an expression template, e.g. \"{cache}[0][0].size(-2)\""),
+        "patterns": (list, False, "a list of expression templates"),
+        "replacement": (str, True, "an expression template using the pattern's holes"),
+    }
+
+    @classmethod
+    def check_params(cls, rule, check) -> None:
+        templates = _patterns(rule)
+        if not templates:
+            raise check.fail("params.pattern", "an expression template (or `patterns`, a list of them)")
+        for template in templates:
+            try:
+                pattern = compile_expression(template)
+            except TemplateError as exc:
+                raise check.fail("params.pattern", f"a valid expression template ({exc})", template) from None
+            check_holes(check, "params.replacement", rule.params["replacement"], pattern.holes())
+
+    def __init__(self, rule, ctx) -> None:
+        super().__init__(rule, ctx)
+        self.patterns = [compile_expression(t) for t in _patterns(rule)]
+        self.types = {type(p.matchers[0]).__name__ for p in self.patterns}
+
+    def transformer(self) -> cst.CSTTransformer:
+        return _Transformer(self)
+
+
+class _Transformer(Scoped):
+    def on_leave(self, original_node, updated_node):
+        result = super().on_leave(original_node, updated_node)
+        action: ReplaceExpression = self.action
+        if (
+            isinstance(result, cst.BaseExpression)
+            and type(result).__name__ in action.types
+            and self.in_function_scope()
+        ):
+            bound = self.bound()
+            for pattern in action.patterns:
+                captures = match_expression(pattern, result, bound)
+                if captures is not None:
+                    action.changes += 1
+                    values = {**{k: v for k, v in bound.items()}, **captures}
+                    new = fill_expression(action.rule.params["replacement"], values)
+                    return new.with_changes(lpar=result.lpar, rpar=result.rpar) if result.lpar else new
+        return result

@@ -1,0 +1,109 @@
+"""``replace_statements``: rewrite a run of statements, e.g. the ``torch.cat`` of past keys and values.
+
+The replacement may be empty: the statements are removed, and an ``if`` left with nothing to do goes too."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ..patterns import TemplateError, compile_statements, fill_statements, match_statements, to_python
+from .base import Action, Scoped, check_holes
+
+
+class ReplaceStatements(Action):
+    name = "replace_statements"
+    PARAMS = {
+        "pattern": (str, False, "statement template(s) to find"),
+        "patterns": (list, False, "a list of statement templates; the first that matches wins"),
+        "replacement": (str, True, "statement template using the pattern's holes (\"\" removes the statements)"),
+    }
+
+    @classmethod
+    def check_params(cls, rule, check) -> None:
+        templates = _templates(rule)
+        if not templates:
+            raise check.fail("params.pattern", "a statement template (or `patterns`, a list of them)")
+        for template in templates:
+            try:
+                pattern = compile_statements(template)
+            except TemplateError as exc:
+                raise check.fail("params.patterns", f"valid statement templates ({exc})", template) from None
+            check_holes(check, "params.replacement", rule.params["replacement"], pattern.holes())
+        if rule.params["replacement"].strip():
+            try:
+                compile_statements(rule.params["replacement"])
+            except TemplateError as exc:
+                raise check.fail("params.replacement", f"a valid statement template ({exc})") from None
+
+    def __init__(self, rule, ctx) -> None:
+        super().__init__(rule, ctx)
+        self.patterns = [compile_statements(t) for t in _templates(rule)]
+        self.replacement = rule.params["replacement"]
+
+    def transformer(self) -> cst.CSTTransformer:
+        return _Transformer(self)
+
+    def build(self, captures: dict, depth: int) -> list[cst.BaseStatement]:
+        if not self.replacement.strip():
+            return []
+        import textwrap
+
+        code = self.ctx.format_statements(to_python(textwrap.dedent(self.replacement).strip() + "\n"), depth)
+        return fill_statements(code, captures)
+
+
+def _templates(rule) -> list[str]:
+    return list(rule.params.get("patterns", [])) + ([rule.params["pattern"]] if "pattern" in rule.params else [])
+
+
+_EMPTIED = object()
+
+
+class _Transformer(Scoped):
+    def __init__(self, action: ReplaceStatements) -> None:
+        super().__init__(action)
+        self.depth = 0
+        self.emptied: set[int] = set()
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        self.depth += 1
+
+    def leave_IndentedBlock(self, original_node, updated_node):
+        depth = self.depth
+        self.depth -= 1
+        if not self.in_function_scope():
+            return updated_node
+        action: ReplaceStatements = self.action
+        bound = self.bound()
+        body = list(updated_node.body)
+        out: list[cst.BaseStatement] = []
+        index = 0
+        changed = False
+        while index < len(body):
+            for pattern in action.patterns:
+                captures = match_statements(pattern, body, index, bound)
+                if captures is not None:
+                    replacement = action.build({**bound, **captures}, depth)
+                    if replacement and body[index].leading_lines:
+                        replacement[0] = replacement[0].with_changes(leading_lines=body[index].leading_lines)
+                    out.extend(replacement)
+                    index += len(pattern.matchers)
+                    action.changes += 1
+                    changed = True
+                    break
+            else:
+                out.append(body[index])
+                index += 1
+        if not out:
+            block = updated_node.with_changes(body=[cst.SimpleStatementLine([cst.Pass()])])
+            self.emptied.add(id(block))
+            return block
+        return updated_node.with_changes(body=out) if changed else updated_node
+
+    def leave_If(self, original_node: cst.If, updated_node: cst.If):
+        if id(updated_node.body) in self.emptied:
+            if updated_node.orelse is None:
+                return cst.RemoveFromParent()
+        if isinstance(updated_node.orelse, cst.Else) and id(updated_node.orelse.body) in self.emptied:
+            return updated_node.with_changes(orelse=None)
+        return updated_node

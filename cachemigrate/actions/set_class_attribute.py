@@ -1,0 +1,57 @@
+"""``set_class_attribute``: set a class flag such as ``_supports_cache_class = True`` on the role's classes.
+
+An existing assignment is updated in place; otherwise the flag goes after the last plain assignment at the
+top of the class body (after the docstring)."""
+
+from __future__ import annotations
+
+import libcst as cst
+import libcst.matchers as m
+
+from ..patterns import TemplateError, code_of, parse_expression
+from .base import Action, Scoped
+
+
+class SetClassAttribute(Action):
+    name = "set_class_attribute"
+    PARAMS = {
+        "name": (str, True, "the attribute name"),
+        "value": (str, True, "the value as Python, e.g. \"True\""),
+    }
+
+    @classmethod
+    def check_params(cls, rule, check) -> None:
+        try:
+            parse_expression(rule.params["value"])
+        except TemplateError as exc:
+            raise check.fail("params.value", f"a Python expression ({exc})") from None
+
+    def transformer(self) -> cst.CSTTransformer:
+        return _Transformer(self)
+
+
+class _Transformer(Scoped):
+    def leave_ClassDef(self, original_node: cst.ClassDef, updated_node: cst.ClassDef):
+        if self.function_stack or original_node.name.value not in self.ctx.classes:
+            return updated_node
+        action: SetClassAttribute = self.action
+        name, value = action.param("name"), cst.parse_expression(action.param("value"))
+        target = m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(m.Name(name))])])
+        body = list(updated_node.body.body)
+        for index, stmt in enumerate(body):
+            if m.matches(stmt, target):
+                if code_of(stmt.body[0].value) == code_of(value):
+                    return updated_node
+                body[index] = stmt.with_changes(body=[stmt.body[0].with_changes(value=value)])
+                break
+        else:
+            line = cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(name))], value)])
+            position = 0
+            for index, stmt in enumerate(body):
+                if m.matches(stmt, m.SimpleStatementLine(body=[m.Assign() | m.AnnAssign() | m.Expr(m.SimpleString())])):
+                    position = index + 1
+                else:
+                    break
+            body.insert(position, line)
+        action.changes += 1
+        return updated_node.with_changes(body=updated_node.body.with_changes(body=body))

@@ -1,0 +1,456 @@
+"""Parsing and roles: find where a modeling file keeps its KV cache and what each class does with it.
+
+Everything here is structural; class names never matter.
+
+* A *cache variable* is a function parameter whose name is one of the era's cache names (``layer_past``,
+  ``past_key_values``...), or a local that is assigned straight from one (``layer_past = past_key_values``).
+* Each use of a cache variable is classified:
+
+  ``check``   ``x is None``, ``x is not None``, ``isinstance(x, ...)``
+  ``api``     an attribute of it (``x.update(...)``, ``x.get_seq_length()``): the Cache API
+  ``pass``    handed on unchanged: a call argument, a return value, an element of a literal
+  ``alias``   bound to another name (``y = x``, ``a, y = b, x``, ``y = x if c else None``)
+  ``legacy``  anything that relies on the tuple layout: indexing, unpacking, iterating, ``zip``/``len``,
+              truth value, arithmetic
+
+* Roles follow from the uses:
+
+  attention   a class whose ``forward`` uses its cache parameter in a legacy way
+  block       a class whose ``forward`` passes its cache parameter to ``self.<attr>(...)``, where ``<attr>`` is
+              built from an attention class in ``__init__``
+  base_model  a class whose ``__init__`` builds an ``nn.ModuleList`` of blocks and whose ``forward`` has a cache
+              parameter
+  pretrained  the class the base model inherits from that derives from ``PreTrainedModel``
+  head        other subclasses of ``pretrained`` whose ``forward`` has a cache parameter
+
+A file is migrated when, after the rules ran, no legacy use is left outside code that is guarded by an
+``isinstance(x, Cache)`` test; see :func:`legacy_uses`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Iterable, Sequence
+
+import libcst as cst
+import libcst.matchers as m
+from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
+
+from .patterns import code_of
+
+CONSUMING_BUILTINS = frozenset(
+    {"zip", "len", "enumerate", "tuple", "list", "iter", "map", "reversed", "sum", "any", "all", "sorted", "next"}
+)
+CHECKING_BUILTINS = frozenset({"isinstance", "type", "hasattr", "getattr", "id"})
+GUARD_TYPES = frozenset({"Cache", "DynamicCache", "StaticCache", "EncoderDecoderCache"})
+
+
+@dataclasses.dataclass
+class CacheUse:
+    variable: str
+    kind: str  # check | api | pass | alias | legacy
+    function: str  # qualified name, e.g. "GPT2Attention.forward"
+    idiom: str  # the code of the expression that uses the variable
+    statement: str  # the code of the enclosing statement (its header for compound statements)
+    node: cst.CSTNode | None = dataclasses.field(default=None, repr=False, compare=False)
+
+
+@dataclasses.dataclass
+class FunctionInfo:
+    qualname: str
+    name: str
+    cls: str | None
+    params: list[str]
+    cache_params: list[str]
+    has_var_kwargs: bool
+    node: cst.FunctionDef = dataclasses.field(repr=False, compare=False)
+    uses: list[CacheUse] = dataclasses.field(default_factory=list)
+
+    def legacy(self) -> list[CacheUse]:
+        return [u for u in self.uses if u.kind == "legacy"]
+
+    def passes_to_self_attr(self) -> set[str]:
+        """Attributes ``X`` such that a cache variable is an argument of ``self.X(...)``."""
+        return {u.idiom for u in self.uses if u.kind == "pass" and u.idiom.startswith("self.")}
+
+
+@dataclasses.dataclass
+class ClassInfo:
+    name: str
+    bases: list[str]
+    methods: dict[str, FunctionInfo] = dataclasses.field(default_factory=dict)
+    submodules: dict[str, str] = dataclasses.field(default_factory=dict)  # self.attr = SomeClass(...)
+    module_lists: dict[str, str] = dataclasses.field(default_factory=dict)  # self.attr = nn.ModuleList([C(...)...])
+
+
+@dataclasses.dataclass
+class ModuleInfo:
+    classes: dict[str, ClassInfo]
+    functions: dict[str, FunctionInfo]  # every function and method by qualified name
+    roles: dict[str, list[str]]  # role -> class names, in file order
+
+    def role_of(self, class_name: str | None) -> str | None:
+        for role, names in self.roles.items():
+            if class_name in names:
+                return role
+        return None
+
+    def legacy_uses(self) -> list[CacheUse]:
+        return [u for f in self.functions.values() for u in f.legacy()]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Use classification
+# --------------------------------------------------------------------------------------------------------------
+
+
+def _is_none(node: cst.CSTNode) -> bool:
+    return m.matches(node, m.Name("None"))
+
+
+def _statement_text(stmt: cst.CSTNode) -> str:
+    if isinstance(stmt, (cst.If, cst.For, cst.While, cst.With)):
+        head = {cst.If: "if", cst.For: "for", cst.While: "while", cst.With: "with"}[type(stmt)]
+        if isinstance(stmt, cst.If):
+            return f"if {code_of(stmt.test)}:"
+        if isinstance(stmt, cst.For):
+            return f"for {code_of(stmt.target)} in {code_of(stmt.iter)}:"
+        if isinstance(stmt, cst.While):
+            return f"while {code_of(stmt.test)}:"
+        return head
+    return code_of(stmt)
+
+
+class _UseCollector(cst.CSTVisitor):
+    """Collects the uses of cache variables in one function body (nested functions included)."""
+
+    def __init__(self, wrapper: MetadataWrapper, info: FunctionInfo, names: Iterable[str]) -> None:
+        super().__init__()
+        self.wrapper = wrapper
+        self.info = info
+        self.names = set(names)
+        self.guarded: set[int] = set()  # ids of nodes below an isinstance(x, Cache) guard
+
+    def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        return self.wrapper.resolve(ParentNodeProvider).get(node)
+
+    # -- guards: `a if isinstance(x, Cache) else <legacy>` and `if isinstance(x, Cache): ... return` ----------
+
+    def _guard_test(self, test: cst.BaseExpression) -> bool:
+        return m.matches(
+            test,
+            m.Call(
+                func=m.Name("isinstance"),
+                args=[m.Arg(m.Name()), m.Arg(m.Name(m.MatchIfTrue(lambda v: v in GUARD_TYPES)))],
+            ),
+        )
+
+    def visit_IfExp(self, node: cst.IfExp) -> None:
+        if self._guard_test(node.test):
+            self.guarded.add(id(node.orelse))
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        self._guard_block(node.body)
+
+    def _guard_block(self, body: Sequence[cst.BaseStatement]) -> None:
+        for index, stmt in enumerate(body):
+            if (
+                isinstance(stmt, cst.If)
+                and stmt.orelse is None
+                and self._guard_test(stmt.test)
+                and m.matches(stmt.body.body[-1], m.SimpleStatementLine(body=[m.Return()]))
+            ):
+                self.guarded.update(id(s) for s in body[index + 1 :])
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if id(node) in self.guarded:
+            return False
+        return super().on_visit(node)
+
+    # -- uses -----------------------------------------------------------------------------------------------
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if node.value not in self.names:
+            return
+        parent = self.parent(node)
+        if parent is None or self._is_binding(node, parent):
+            return
+        kind, context = self.classify(node, parent)
+        if kind == "alias":
+            self.names.update(self._alias_targets(node, context))
+        stmt = context
+        while stmt is not None and not isinstance(stmt, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
+            stmt = self.parent(stmt)
+        self.info.uses.append(
+            CacheUse(
+                variable=node.value,
+                kind=kind,
+                function=self.info.qualname,
+                idiom=self._idiom(kind, node, context),
+                statement=_statement_text(stmt) if stmt is not None else code_of(context),
+                node=node,
+            )
+        )
+
+    def _idiom(self, kind: str, node: cst.Name, context: cst.CSTNode) -> str:
+        if kind == "pass":
+            call = self.parent(self.parent(node)) if isinstance(self.parent(node), cst.Arg) else None
+            if isinstance(call, cst.Call):
+                return code_of(call.func)
+        return code_of(context)
+
+    def _is_binding(self, node: cst.Name, parent: cst.CSTNode) -> bool:
+        """Stores, parameters, attribute names and keyword names are not uses."""
+        if isinstance(parent, (cst.Param, cst.AssignTarget, cst.Attribute)) and not (
+            isinstance(parent, cst.Attribute) and parent.value is node
+        ):
+            return True
+        if isinstance(parent, cst.Arg) and parent.keyword is node:
+            return True
+        if isinstance(parent, (cst.For, cst.CompFor)) and parent.target is node:
+            return True
+        if isinstance(parent, (cst.Element, cst.Tuple, cst.List)):
+            # inside an assignment target: a, x = ...
+            holder = parent
+            while isinstance(holder, (cst.Element, cst.Tuple, cst.List)):
+                holder = self.parent(holder)
+            if isinstance(holder, (cst.For, cst.CompFor)):
+                return self._inside(node, holder.target)
+            return isinstance(holder, cst.AssignTarget)
+        return False
+
+    def _inside(self, node: cst.CSTNode, ancestor: cst.CSTNode) -> bool:
+        while node is not None:
+            if node is ancestor:
+                return True
+            node = self.parent(node)
+        return False
+
+    def classify(self, node: cst.Name, parent: cst.CSTNode) -> tuple[str, cst.CSTNode]:
+        if isinstance(parent, cst.Attribute):
+            return "api", parent
+        if isinstance(parent, cst.Comparison) or isinstance(parent, cst.ComparisonTarget):
+            comparison = parent if isinstance(parent, cst.Comparison) else self.parent(parent)
+            if all(
+                isinstance(t.operator, (cst.Is, cst.IsNot)) and (_is_none(t.comparator) or _is_none(comparison.left))
+                for t in comparison.comparisons
+            ):
+                return "check", comparison
+            return "legacy", comparison
+        if isinstance(parent, cst.Arg):
+            call = self.parent(parent)
+            func = call.func if isinstance(call, cst.Call) else None
+            if isinstance(func, cst.Name) and func.value in CONSUMING_BUILTINS:
+                return "legacy", call
+            if isinstance(func, cst.Name) and func.value in CHECKING_BUILTINS:
+                return "check", call
+            return "pass", call
+        if isinstance(parent, (cst.Return, cst.DictElement, cst.Element)) and not isinstance(
+            self.parent(parent), (cst.Subscript,)
+        ):
+            if isinstance(parent, cst.Element):
+                return "pass", self.parent(parent)
+            return "pass", parent
+        if isinstance(parent, cst.IfExp) and parent.test is not node:
+            holder = self.parent(parent)
+            if isinstance(holder, cst.Assign) and isinstance(holder.targets[0].target, cst.Name):
+                return "alias", holder
+            return "pass", parent
+        if isinstance(parent, cst.Assign) and parent.value is node:
+            if all(isinstance(t.target, cst.Name) for t in parent.targets):
+                return "alias", parent
+            return "legacy", parent  # unpacking: a, b = cache
+        if isinstance(parent, cst.Element) or isinstance(parent, cst.Tuple):
+            return "pass", parent
+        return "legacy", parent
+
+    def _alias_targets(self, node: cst.Name, assign: cst.CSTNode) -> list[str]:
+        if not isinstance(assign, cst.Assign):
+            return []
+        targets = []
+        for target in assign.targets:
+            if isinstance(target.target, cst.Name):
+                targets.append(target.target.value)
+        return targets
+
+
+class _TupleAliasFinder(cst.CSTVisitor):
+    """``block, layer = self.h[i], past_key_values`` binds ``layer`` to the cache: element-wise aliasing."""
+
+    def __init__(self, names: set[str]) -> None:
+        super().__init__()
+        self.names = names
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            if isinstance(target.target, cst.Tuple) and isinstance(node.value, cst.Tuple):
+                pairs = zip(target.target.elements, node.value.elements)
+                for left, right in pairs:
+                    if (
+                        isinstance(left.value, cst.Name)
+                        and isinstance(right.value, cst.Name)
+                        and right.value.value in self.names
+                    ):
+                        self.names.add(left.value.value)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Module analysis
+# --------------------------------------------------------------------------------------------------------------
+
+
+def _dotted(node: cst.CSTNode) -> str:
+    return code_of(node)
+
+
+class _Structure(cst.CSTVisitor):
+    """Classes, their bases, methods and the submodules their ``__init__`` builds."""
+
+    def __init__(self, cache_names: Sequence[str]) -> None:
+        super().__init__()
+        self.cache_names = list(cache_names)
+        self.classes: dict[str, ClassInfo] = {}
+        self.functions: dict[str, FunctionInfo] = {}
+        self.class_stack: list[ClassInfo] = []
+        self.function_nodes: list[tuple[FunctionInfo, cst.FunctionDef]] = []
+        self.depth = 0
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        info = ClassInfo(node.name.value, [_dotted(b.value) for b in node.bases if b.keyword is None])
+        if not self.class_stack:
+            self.classes[info.name] = info
+        self.class_stack.append(info)
+
+    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
+        self.class_stack.pop()
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        self.depth += 1
+        if self.depth > 1:
+            return False  # nested functions are analysed with their enclosing function
+        cls = self.class_stack[-1] if self.class_stack else None
+        params = [p.name.value for p in (*node.params.posonly_params, *node.params.params, *node.params.kwonly_params)]
+        qualname = f"{cls.name}.{node.name.value}" if cls else node.name.value
+        info = FunctionInfo(
+            qualname=qualname,
+            name=node.name.value,
+            cls=cls.name if cls else None,
+            params=params,
+            cache_params=[p for p in params if p in self.cache_names],
+            has_var_kwargs=isinstance(node.params.star_kwarg, cst.Param),
+            node=node,
+        )
+        self.functions[qualname] = info
+        self.function_nodes.append((info, node))
+        if cls is not None:
+            cls.methods[info.name] = info
+            if info.name == "__init__":
+                self._collect_submodules(cls, node)
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self.depth -= 1
+
+    def _collect_submodules(self, cls: ClassInfo, init: cst.FunctionDef) -> None:
+        self_attr = m.AssignTarget(m.Attribute(value=m.Name("self"), attr=m.SaveMatchedNode(m.Name(), "attr")))
+        built = m.Call(func=m.SaveMatchedNode(m.Name() | m.Attribute(), "cls"))
+        module_list = m.Call(
+            func=m.Attribute(attr=m.Name("ModuleList")) | m.Name("ModuleList"),
+            args=[m.Arg(m.ListComp(elt=built) | m.GeneratorExp(elt=built) | m.List([m.Element(built)]))],
+        )
+        for assign in m.findall(init, m.Assign(targets=[self_attr])):
+            target = m.extract(assign.targets[0], self_attr)
+            attr = target["attr"].value
+            found = m.extract(assign.value, module_list)
+            if found:
+                cls.module_lists[attr] = _dotted(found["cls"])
+                continue
+            found = m.extract(assign.value, built)
+            if found:
+                cls.submodules[attr] = _dotted(found["cls"])
+
+
+def _assign_roles(classes: dict[str, ClassInfo]) -> dict[str, list[str]]:
+    def forward(cls: ClassInfo) -> FunctionInfo | None:
+        return cls.methods.get("forward")
+
+    # A class that holds a ModuleList is a container of layers, never the attention itself.
+    attention = [
+        c.name
+        for c in classes.values()
+        if forward(c) and forward(c).cache_params and forward(c).legacy() and not c.module_lists
+    ]
+    blocks = []
+    for c in classes.values():
+        fwd = forward(c)
+        if c.name in attention or not fwd or not fwd.cache_params:
+            continue
+        attn_attrs = {f"self.{a}" for a, k in c.submodules.items() if k in attention}
+        if attn_attrs & fwd.passes_to_self_attr():
+            blocks.append(c.name)
+    base_models = [
+        c.name
+        for c in classes.values()
+        if forward(c) and forward(c).cache_params and set(c.module_lists.values()) & set(blocks)
+    ]
+    pretrained: list[str] = []
+    for name in base_models:
+        for base in classes[name].bases:
+            if base in classes and base not in pretrained:
+                pretrained.append(base)
+
+    def derives(c: ClassInfo, roots: list[str], seen: frozenset = frozenset()) -> bool:
+        return any(b in roots or (b in classes and b not in seen and derives(classes[b], roots, seen | {b})) for b in c.bases)
+
+    heads = [
+        c.name
+        for c in classes.values()
+        if c.name not in base_models
+        and c.name not in pretrained
+        and derives(c, pretrained)
+        and (
+            (forward(c) and forward(c).cache_params)
+            or "prepare_inputs_for_generation" in c.methods
+            or "_reorder_cache" in c.methods
+        )
+    ]
+    return {
+        "attention": attention,
+        "block": blocks,
+        "base_model": base_models,
+        "pretrained": pretrained,
+        "head": heads,
+    }
+
+
+def analyze(module: cst.Module, cache_names: Sequence[str]) -> ModuleInfo:
+    """Classes, functions, cache uses and roles of a parsed module.
+
+    Metadata is computed per function that has a cache parameter (parents only), never for the whole file;
+    positions are resolved later, and only for what is reported (:class:`Locator`)."""
+    structure = _Structure(cache_names)
+    module.visit(structure)
+    for info, node in structure.function_nodes:
+        if not info.cache_params:
+            continue
+        names = set(info.cache_params)
+        node.visit(_TupleAliasFinder(names))
+        wrapper = MetadataWrapper(cst.Module(body=[node]), unsafe_skip_copy=True)
+        node.body.visit(_UseCollector(wrapper, info, names))
+    roles = _assign_roles(structure.classes)
+    return ModuleInfo(structure.classes, structure.functions, roles)
+
+
+class Locator:
+    """Line and column of nodes of one parsed module, computed on first use (positions cost a full pass)."""
+
+    def __init__(self, module: cst.Module) -> None:
+        self.module = module
+        self._positions = None
+
+    def __call__(self, node: cst.CSTNode | None) -> tuple[int, int]:
+        if node is None:
+            return 1, 1
+        if self._positions is None:
+            self._positions = MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(PositionProvider)
+        start = self._positions[node].start
+        return start.line, start.column + 1

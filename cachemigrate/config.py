@@ -1,0 +1,90 @@
+"""``[tool.cachemigrate]`` in the nearest pyproject.toml, the way black and ruff find theirs."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+from .rules import TIERS
+
+KEYS = {
+    "era": (str, "an era name such as \"4.52\", or \"auto\""),
+    "tier": (str, f"one of {', '.join(TIERS)}"),
+    "rules": (list, "a list of rule directories, relative to pyproject.toml"),
+    "line-length": (int, "an integer"),
+    "include": (list, "a list of glob patterns, e.g. [\"modeling_*.py\"]"),
+    "exclude": (list, "a list of glob patterns"),
+    "jobs": (int, "an integer"),
+}
+
+
+class ConfigError(ValueError):
+    pass
+
+
+@dataclasses.dataclass
+class Config:
+    era: str = "auto"
+    tier: str = "dynamic"
+    rules: tuple[Path, ...] = ()
+    line_length: int | None = None
+    include: tuple[str, ...] = ("modeling_*.py",)
+    exclude: tuple[str, ...] = ()
+    jobs: int = 1
+    source: Path | None = None
+
+
+def find_pyproject(paths: Sequence[Path]) -> Path | None:
+    """The pyproject.toml in the deepest common directory of ``paths`` or above it."""
+    resolved = [Path(p).resolve() for p in paths] or [Path.cwd()]
+    start = Path(os.path.commonpath([str(p) for p in resolved]))
+    if start.is_file():
+        start = start.parent
+    for directory in [start, *start.parents]:
+        candidate = directory / "pyproject.toml"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def load_config(pyproject: Path | None) -> Config:
+    if pyproject is None:
+        return Config()
+    try:
+        data = tomllib.loads(pyproject.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{pyproject}: not valid TOML: {exc}") from None
+    tool = data.get("tool", {})
+    section: dict[str, Any] = tool.get("cachemigrate", {})
+    for key, value in section.items():
+        if key not in KEYS:
+            raise ConfigError(
+                f"{pyproject}: [tool.cachemigrate] unknown key `{key}`: expected one of {', '.join(sorted(KEYS))}"
+            )
+        kind, expected = KEYS[key]
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise ConfigError(f"{pyproject}: [tool.cachemigrate] key `{key}`: expected {expected}; got {value!r}")
+    if "tier" in section and section["tier"] not in TIERS:
+        raise ConfigError(f"{pyproject}: [tool.cachemigrate] key `tier`: expected {KEYS['tier'][1]}; got {section['tier']!r}")
+    line_length = section.get("line-length") or tool.get("black", {}).get("line-length") or tool.get("ruff", {}).get(
+        "line-length"
+    )
+    base = pyproject.parent
+    return Config(
+        era=section.get("era", "auto"),
+        tier=section.get("tier", "dynamic"),
+        rules=tuple(base / r for r in section.get("rules", [])),
+        line_length=line_length,
+        include=tuple(section.get("include", Config.include)),
+        exclude=tuple(section.get("exclude", ())),
+        jobs=section.get("jobs", 1),
+        source=pyproject,
+    )

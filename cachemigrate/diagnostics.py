@@ -1,0 +1,27 @@
+"""Diagnostics: what the tool tells a user about a file, as ``path:line:col: CODE message``."""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True, order=True)
+class Diagnostic:
+    path: str
+    line: int
+    column: int
+    code: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}:{self.column}: {self.code} {self.message}"
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+# Codes the engine itself emits (rules emit their own ids).
+UNKNOWN_IDIOM = "CM900"  # a legacy use of the cache that no rule rewrote
+RULE_NOT_APPLIED = "CM901"  # a required rule found nothing to rewrite in its role
+PARSE_ERROR = "CM902"  # the file is not valid Python
+NO_ROLES = "CM903"  # legacy cache code was found but the attention/block/model roles were not

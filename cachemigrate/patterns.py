@@ -1,0 +1,302 @@
+"""Code templates with ``{placeholders}``: compile them to libcst matchers, match, and fill them in.
+
+A rule writes the idiom it looks for as ordinary Python with holes, for example
+``{cache}[0][0].size(-2)``. The template is parsed once and turned into a tree of
+``libcst.matchers`` objects in which every hole is a ``SaveMatchedNode(DoNotCare())``.
+Whitespace, parentheses and commas are not part of the match, so ``(a, b)`` and
+``( a,b )`` are the same idiom. A hole used twice must capture equal code.
+
+Holes named after a *fact* of the role being rewritten (``cache``, ``layers``, ...) are bound:
+they only match that exact name or expression.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Iterable, Mapping, Sequence
+
+import libcst as cst
+import libcst.matchers as m
+
+_HOLE = re.compile(r"\{(\w+)\}")
+_PREFIX = "__cm_"
+_SUFFIX = "__"
+
+# Fields that carry layout only (whitespace, brackets, separators); ignored when matching.
+_LAYOUT_TYPES = (
+    cst.BaseParenthesizableWhitespace,
+    cst.Comma,
+    cst.Semicolon,
+    cst.AssignEqual,
+    cst.Colon,
+    cst.Dot,
+    cst.LeftParen,
+    cst.RightParen,
+    cst.LeftSquareBracket,
+    cst.RightSquareBracket,
+    cst.LeftCurlyBrace,
+    cst.RightCurlyBrace,
+    cst.TrailingWhitespace,
+    cst.EmptyLine,
+    cst.Newline,
+    cst.ImportStar,
+)
+_LAYOUT_FIELDS = {"header", "footer", "indent", "leading_lines", "lines_after_decorators", "lpar", "rpar"}
+
+
+class TemplateError(ValueError):
+    """A template is not valid Python once its holes are filled with names."""
+
+
+def hole_name(name: str) -> str:
+    return f"{_PREFIX}{name}{_SUFFIX}"
+
+
+def _hole_of(identifier: str) -> str | None:
+    if identifier.startswith(_PREFIX) and identifier.endswith(_SUFFIX) and len(identifier) > len(_PREFIX) + 2:
+        return identifier[len(_PREFIX) : -len(_SUFFIX)]
+    return None
+
+
+def to_python(template: str) -> str:
+    """Replace every ``{hole}`` with a plain identifier so that the template parses."""
+    return _HOLE.sub(lambda mo: hole_name(mo.group(1)), template)
+
+
+def holes(template: str) -> set[str]:
+    return set(_HOLE.findall(template))
+
+
+def parse_expression(template: str) -> cst.BaseExpression:
+    try:
+        return cst.parse_expression(to_python(template.strip()))
+    except cst.ParserSyntaxError as exc:
+        raise TemplateError(f"not a Python expression: {template.strip()!r} ({exc.message})") from None
+
+
+def parse_statements(template: str) -> list[cst.BaseStatement]:
+    import textwrap
+
+    try:
+        module = cst.parse_module(to_python(textwrap.dedent(template).strip() + "\n"))
+    except cst.ParserSyntaxError as exc:
+        raise TemplateError(f"not Python statements: {template.strip()!r} ({exc.message})") from None
+    return list(module.body)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Compiling a parsed template into a matcher
+# --------------------------------------------------------------------------------------------------------------
+
+
+def _body_hole(block: cst.IndentedBlock) -> str | None:
+    if len(block.body) != 1 or not m.matches(block.body[0], m.SimpleStatementLine(body=[m.Expr(m.Name())])):
+        return None
+    return _hole_of(block.body[0].body[0].value.value)
+
+
+class _Compiler:
+    def __init__(self) -> None:
+        self.uses: dict[str, int] = {}
+
+    def capture(self, name: str) -> m.BaseMatcherNode:
+        index = self.uses.get(name, 0)
+        self.uses[name] = index + 1
+        return m.SaveMatchedNode(m.DoNotCare(), f"{name}#{index}")
+
+    def compile(self, node: object) -> object:
+        if isinstance(node, cst.Name) and _hole_of(node.value):
+            return self.capture(_hole_of(node.value))
+        if isinstance(node, cst.Expr) and isinstance(node.value, cst.Name) and _hole_of(node.value.value):
+            # a hole standing alone as a statement matches any single small statement
+            return self.capture(_hole_of(node.value.value))
+        if isinstance(node, cst.IndentedBlock) and _body_hole(node) is not None:
+            # a block whose only statement is a hole matches any block: ``for ...:\n    {body}``
+            index = self.uses.get(_body_hole(node), 0)
+            self.uses[_body_hole(node)] = index + 1
+            return m.IndentedBlock(body=m.SaveMatchedNode([m.ZeroOrMore()], f"{_body_hole(node)}#{index}"))
+        if isinstance(node, cst.CSTNode):
+            matcher_cls = getattr(m, type(node).__name__)
+            kwargs = {}
+            for field in dataclasses.fields(node):
+                if field.name in _LAYOUT_FIELDS or field.name.startswith("whitespace"):
+                    continue
+                value = getattr(node, field.name)
+                if isinstance(value, _LAYOUT_TYPES) or isinstance(value, cst.MaybeSentinel):
+                    continue
+                kwargs[field.name] = self.compile(value)
+            return matcher_cls(**kwargs)
+        if isinstance(node, (list, tuple)):
+            return [self.compile(item) for item in node]
+        return node  # str, None, bool: literal values
+
+
+@dataclasses.dataclass(frozen=True)
+class Pattern:
+    """One compiled template. ``kind`` is "expression" or "statements"."""
+
+    source: str
+    kind: str
+    matchers: tuple
+    hole_uses: Mapping[str, int]
+
+    def holes(self) -> set[str]:
+        return set(self.hole_uses)
+
+
+def compile_expression(template: str) -> Pattern:
+    compiler = _Compiler()
+    matcher = compiler.compile(parse_expression(template))
+    return Pattern(template, "expression", (matcher,), dict(compiler.uses))
+
+
+def compile_statements(template: str) -> Pattern:
+    compiler = _Compiler()
+    matchers = tuple(compiler.compile(stmt) for stmt in parse_statements(template))
+    return Pattern(template, "statements", matchers, dict(compiler.uses))
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Matching
+# --------------------------------------------------------------------------------------------------------------
+
+
+def _same_code(a: object, b: object) -> bool:
+    if isinstance(a, tuple) or isinstance(b, tuple):
+        return isinstance(a, tuple) and isinstance(b, tuple) and [code_of(x) for x in a] == [code_of(y) for y in b]
+    return code_of(a) == code_of(b)
+
+
+def code_of(node: cst.CSTNode) -> str:
+    """Source of a node with layout normalised away (for comparing captures and keying diagnostics)."""
+    if isinstance(node, cst.BaseStatement):
+        text = cst.Module(body=[node]).code
+    elif isinstance(node, cst.BaseSmallStatement):
+        text = cst.Module(body=[cst.SimpleStatementLine(body=[node])]).code
+    else:
+        text = cst.Module(body=[]).code_for_node(node)
+    return " ".join(text.split())
+
+
+def _merge(pattern: Pattern, raw: Mapping[str, object], bound: Mapping[str, str]) -> dict[str, cst.CSTNode] | None:
+    """Turn ``name#i`` captures into ``name`` captures, checking repeats agree and bound holes match facts."""
+    captures: dict[str, cst.CSTNode] = {}
+    for name, count in pattern.hole_uses.items():
+        first = raw[f"{name}#0"]
+        for index in range(1, count):
+            if not _same_code(first, raw[f"{name}#{index}"]):
+                return None
+        if name in bound and code_of(first) != bound[name]:
+            return None
+        captures[name] = first
+    return captures
+
+
+def match_expression(pattern: Pattern, node: cst.CSTNode, bound: Mapping[str, str]) -> dict | None:
+    raw = m.extract(node, pattern.matchers[0])
+    if raw is None:
+        return None
+    return _merge(pattern, raw, bound)
+
+
+def match_statements(
+    pattern: Pattern, body: Sequence[cst.BaseStatement], start: int, bound: Mapping[str, str]
+) -> dict | None:
+    """Match the pattern's statements against ``body[start:start+n]``; a statement of one small statement
+    in the pattern matches a SimpleStatementLine holding exactly that statement."""
+    n = len(pattern.matchers)
+    if start + n > len(body):
+        return None
+    raw: dict = {}
+    for matcher, stmt in zip(pattern.matchers, body[start : start + n]):
+        got = m.extract(stmt, matcher)
+        if got is None:
+            return None
+        raw.update(got)
+    return _merge(pattern, raw, bound)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Filling templates
+# --------------------------------------------------------------------------------------------------------------
+
+
+class _Filler(cst.CSTTransformer):
+    def __init__(self, values: Mapping[str, cst.CSTNode]) -> None:
+        self.values = values
+
+    def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.BaseExpression:
+        name = _hole_of(original_node.value)
+        if name is None:
+            return updated_node
+        value = self.values[name]
+        if isinstance(value, cst.BaseExpression):
+            return value
+        if isinstance(value, tuple):
+            return updated_node  # a block body: spliced by leave_IndentedBlock
+        raise TemplateError(f"hole {{{name}}} holds a statement and cannot be used inside an expression")
+
+    def leave_IndentedBlock(self, original_node, updated_node):
+        # a statement that is a hole holding a captured block body is spliced in place
+        body: list = []
+        for stmt in updated_node.body:
+            hole = _statement_hole(stmt)
+            captured = self.values.get(hole) if hole else None
+            if isinstance(captured, tuple):
+                body.extend(captured)
+            else:
+                body.append(stmt)
+        return updated_node.with_changes(body=body)
+
+    def leave_SimpleStatementLine(self, original_node, updated_node):
+        # a hole standing alone as a statement is replaced by the captured statement
+        if len(original_node.body) == 1 and isinstance(original_node.body[0], cst.Expr):
+            value = original_node.body[0].value
+            if isinstance(value, cst.Name) and _hole_of(value.value):
+                captured = self.values[_hole_of(value.value)]
+                if isinstance(captured, tuple):
+                    return updated_node  # spliced by leave_IndentedBlock
+                if isinstance(captured, cst.BaseSmallStatement):
+                    return updated_node.with_changes(body=[captured])
+                if isinstance(captured, cst.BaseStatement):
+                    return captured
+        return updated_node
+
+
+def _statement_hole(stmt: cst.CSTNode) -> str | None:
+    if m.matches(stmt, m.SimpleStatementLine(body=[m.Expr(m.Name())])):
+        return _hole_of(stmt.body[0].value.value)
+    return None
+
+
+def _as_nodes(values: Mapping[str, object]) -> dict[str, cst.CSTNode]:
+    nodes: dict[str, cst.CSTNode] = {}
+    for name, value in values.items():
+        nodes[name] = cst.parse_expression(value) if isinstance(value, str) else value
+    return nodes
+
+
+def fill_expression(template: str, values: Mapping[str, object]) -> cst.BaseExpression:
+    _check_filled(template, values)
+    return parse_expression(template).visit(_Filler(_as_nodes(values)))
+
+
+def fill_statements(python_code: str, values: Mapping[str, object]) -> list[cst.BaseStatement]:
+    """Fill a template already turned into Python (and possibly formatted) with captured nodes."""
+    _check_filled(python_code, values, already_python=True)
+    module = cst.parse_module(python_code)
+    return list(module.visit(_Filler(_as_nodes(values))).body)
+
+
+def _check_filled(template: str, values: Mapping[str, object], already_python: bool = False) -> None:
+    wanted = (
+        {_hole_of(t) for t in re.findall(rf"{_PREFIX}\w+?{_SUFFIX}", template)} if already_python else holes(template)
+    )
+    missing = sorted(name for name in wanted if name and name not in values)
+    if missing:
+        raise TemplateError(f"template {template.strip()!r} uses holes with no value: {', '.join(missing)}")
+
+
+def names_in(values: Iterable[str]) -> list[str]:
+    return [hole_name(v) for v in values]

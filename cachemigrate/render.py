@@ -1,0 +1,41 @@
+"""Rendering and formatting: black for the code the tool inserts, and for the whole file only when the file
+was black-clean before."""
+
+from __future__ import annotations
+
+import difflib
+import functools
+
+import black
+
+
+@functools.lru_cache(maxsize=None)
+def _mode(line_length: int) -> black.Mode:
+    return black.Mode(line_length=line_length)
+
+
+def format_statements(code: str, depth: int, line_length: int) -> str:
+    """Black-format statements that will be inserted ``depth`` levels deep."""
+    try:
+        return black.format_str(code, mode=_mode(max(40, line_length - 4 * depth)))
+    except black.InvalidInput:  # pragma: no cover - templates are valid Python, checked on load
+        return code
+
+
+def is_black_clean(code: str, line_length: int) -> bool:
+    try:
+        return black.format_str(code, mode=_mode(line_length)) == code
+    except black.InvalidInput:
+        return False
+
+
+def format_file(code: str, line_length: int) -> str:
+    return black.format_str(code, mode=_mode(line_length))
+
+
+def unified_diff(path: str, before: str, after: str) -> str:
+    return "".join(
+        difflib.unified_diff(
+            before.splitlines(keepends=True), after.splitlines(keepends=True), f"a/{path}", f"b/{path}"
+        )
+    )

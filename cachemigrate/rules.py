@@ -1,0 +1,313 @@
+"""Rule files: loading, validation and selection.
+
+A rule set is a directory per API era (``rules/4.52/``) holding ``era.toml`` (the era's cache names and
+facts) and one TOML file per rule. A rule names an *action* from :mod:`cachemigrate.actions`, the *role* and
+functions it applies to, the lowest *tier* it belongs to, and the action's parameters. Everything is checked
+when the file is loaded; a bad file raises :class:`RuleError` saying which file, which key and what is expected.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import sys
+from pathlib import Path
+from typing import Any, Mapping
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+from .patterns import TemplateError, compile_statements
+
+TIERS = ("dynamic", "static", "upstream")
+ROLES = ("attention", "block", "base_model", "pretrained", "head", "any")
+BUILTIN_RULES = Path(__file__).resolve().parent.parent / "rules"
+_ID = re.compile(r"^[A-Z]{2,4}\d{3}$")
+
+
+class RuleError(ValueError):
+    """A rule or era file is malformed."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Fact:
+    """A value read off the file being migrated, usable as a bound ``{hole}`` and in ``when``.
+
+    Each case is a statement pattern searched in the role's functions; the first that matches gives the fact's
+    value: its ``value`` if set, else the code captured by the hole named ``capture``."""
+
+    name: str
+    role: str
+    functions: tuple[str, ...]
+    cases: tuple[Mapping[str, Any], ...]
+    default: str | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Era:
+    name: str
+    runtime: str
+    cache_names: tuple[str, ...]
+    cache_module: str
+    facts: tuple[Fact, ...]
+    path: Path
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    id: str
+    name: str
+    description: str
+    era: str
+    tier: str
+    role: str
+    functions: tuple[str, ...]
+    action: str
+    params: Mapping[str, Any]
+    order: int = 100
+    required: bool = False
+    when: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    imports: tuple[str, ...] = ()
+    replaces: tuple[str, ...] = ()
+    path: Path | None = None
+
+    def in_tier(self, tier: str) -> bool:
+        return TIERS.index(self.tier) <= TIERS.index(tier)
+
+
+@dataclasses.dataclass(frozen=True)
+class RuleSet:
+    era: Era
+    rules: tuple[Rule, ...]
+
+    def for_tier(self, tier: str) -> list[Rule]:
+        if tier not in TIERS:
+            raise RuleError(f"unknown tier {tier!r}: expected one of {', '.join(TIERS)}")
+        chosen = [r for r in self.rules if r.in_tier(tier)]
+        replaced = {old for r in chosen for old in r.replaces}
+        return sorted((r for r in chosen if r.id not in replaced), key=lambda r: (r.order, r.id))
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Validation helpers
+# --------------------------------------------------------------------------------------------------------------
+
+
+def _line_of(path: Path, key: str) -> str:
+    """``path:line`` of the first ``key =`` in a TOML file, for error messages."""
+    last = key.split(".")[-1]
+    try:
+        for number, text in enumerate(path.read_text().splitlines(), 1):
+            if re.match(rf"\s*{re.escape(last)}\s*=", text) or text.strip() == f"[{key}]":
+                return f"{path}:{number}"
+    except OSError:
+        pass
+    return str(path)
+
+
+class _Checker:
+    def __init__(self, path: Path, data: Mapping[str, Any]) -> None:
+        self.path = path
+        self.data = data
+
+    def fail(self, key: str, expected: str, got: Any = dataclasses.MISSING) -> RuleError:
+        where = _line_of(self.path, key)
+        got_text = "it is missing" if got is dataclasses.MISSING else f"got {got!r}"
+        return RuleError(f"{where}: key `{key}`: expected {expected}; {got_text}")
+
+    def get(self, key: str, kind: type | tuple, expected: str, default: Any = dataclasses.MISSING) -> Any:
+        value: Any = self.data
+        for part in key.split("."):
+            if not isinstance(value, Mapping) or part not in value:
+                if default is not dataclasses.MISSING:
+                    return default
+                raise self.fail(key, expected)
+            value = value[part]
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise self.fail(key, expected, value)
+        return value
+
+    def str_list(self, key: str, default: Any = dataclasses.MISSING) -> tuple[str, ...]:
+        value = self.get(key, list, "a list of strings", default)
+        if not all(isinstance(v, str) for v in value):
+            raise self.fail(key, "a list of strings", value)
+        return tuple(value)
+
+    def choice(self, key: str, choices: tuple[str, ...], default: Any = dataclasses.MISSING) -> str:
+        value = self.get(key, str, f"one of {', '.join(choices)}", default)
+        if value not in choices:
+            raise self.fail(key, f"one of {', '.join(choices)}", value)
+        return value
+
+    def unknown(self, allowed: set[str], prefix: str = "") -> None:
+        table = self.data if not prefix else self.get(prefix, dict, "a table")
+        for key in table:
+            if key not in allowed:
+                full = f"{prefix}.{key}" if prefix else key
+                raise RuleError(
+                    f"{_line_of(self.path, full)}: unknown key `{full}`: expected one of {', '.join(sorted(allowed))}"
+                )
+
+
+def _read_toml(path: Path) -> dict:
+    try:
+        return tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise RuleError(f"{path}: not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise RuleError(f"{path}: cannot read: {exc.strerror}") from None
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Loading
+# --------------------------------------------------------------------------------------------------------------
+
+_RULE_KEYS = {
+    "id", "name", "description", "era", "tier", "role", "functions", "action", "params", "order", "required",
+    "when", "imports", "replaces",
+}  # fmt: skip
+
+
+def load_era(path: Path) -> Era:
+    data = _read_toml(path)
+    check = _Checker(path, data)
+    check.unknown({"era", "runtime", "cache_names", "cache_module", "facts"})
+    facts = []
+    for name in check.get("facts", dict, "a table of facts", {}):
+        prefix = f"facts.{name}"
+        check.unknown({"role", "functions", "cases", "default"}, prefix)
+        cases = check.get(f"{prefix}.cases", list, "a list of tables with `pattern` and `value` or `capture`")
+        for index, case in enumerate(cases):
+            if not isinstance(case, dict) or "pattern" not in case or not ({"value", "capture"} & set(case)):
+                raise check.fail(f"{prefix}.cases", "tables with `pattern` and `value` or `capture`", case)
+            try:
+                compile_statements(case["pattern"])
+            except TemplateError as exc:
+                raise RuleError(f"{_line_of(path, 'pattern')}: `{prefix}.cases[{index}].pattern`: {exc}") from None
+        facts.append(
+            Fact(
+                name=name,
+                role=check.choice(f"{prefix}.role", ROLES),
+                functions=check.str_list(f"{prefix}.functions", ["forward"]),
+                cases=tuple(cases),
+                default=check.get(f"{prefix}.default", str, "a string", None),
+            )
+        )
+    return Era(
+        name=check.get("era", str, "the era name as a string, e.g. \"4.52\""),
+        runtime=check.get("runtime", str, "a version range string, e.g. \">=4.42,<4.54\""),
+        cache_names=check.str_list("cache_names"),
+        cache_module=check.get("cache_module", str, "a module name, e.g. \"cache_utils\""),
+        facts=tuple(facts),
+        path=path,
+    )
+
+
+def load_rule(path: Path, era: Era) -> Rule:
+    from .actions import ACTIONS
+
+    data = _read_toml(path)
+    check = _Checker(path, data)
+    check.unknown(_RULE_KEYS)
+    rule_id = check.get("id", str, "an id like \"CM001\"")
+    if not _ID.match(rule_id):
+        raise check.fail("id", "an id of 2-4 capital letters and 3 digits, like \"CM001\"", rule_id)
+    action_name = check.choice("action", tuple(sorted(ACTIONS)))
+    rule_era = check.get("era", str, f"the era of its directory, {era.name!r}")
+    if rule_era != era.name:
+        raise check.fail("era", f"the era of its directory, {era.name!r}", rule_era)
+    known_facts = {f.name for f in era.facts}
+    when = check.get("when", dict, "a table of fact = value", {})
+    for fact, value in when.items():
+        if fact not in known_facts or not isinstance(value, str):
+            raise check.fail(f"when.{fact}", f"a fact of {era.path.name} ({', '.join(sorted(known_facts))}) = string")
+    rule = Rule(
+        id=rule_id,
+        name=check.get("name", str, "a short kebab-case name"),
+        description=check.get("description", str, "a one-line description"),
+        era=rule_era,
+        tier=check.choice("tier", TIERS),
+        role=check.choice("role", ROLES),
+        functions=check.str_list("functions", ["forward"]),
+        action=action_name,
+        params=check.get("params", dict, "a table of the action's parameters", {}),
+        order=check.get("order", int, "an integer", 100),
+        required=check.get("required", bool, "true or false", False),
+        when=dict(when),
+        imports=check.str_list("imports", []),
+        replaces=check.str_list("replaces", []),
+        path=path,
+    )
+    check.bound_names = {"cache", "layers", *known_facts, *(f"arg{i}" for i in range(10))}
+    ACTIONS[action_name].validate(rule, check)
+    return rule
+
+
+def load_ruleset(era: str, extra_dirs: tuple[Path, ...] = (), root: Path = BUILTIN_RULES) -> RuleSet:
+    """The rules of one era: the built-in ones plus those in ``extra_dirs/<era>/`` (or ``extra_dirs`` itself
+    when it holds rule files directly). A user rule with the id of a built-in one replaces it."""
+    era_dir = root / era
+    if not (era_dir / "era.toml").is_file():
+        known = sorted(p.name for p in root.iterdir() if (p / "era.toml").is_file()) if root.is_dir() else []
+        raise RuleError(f"unknown era {era!r}: no {era_dir}/era.toml; known eras: {', '.join(known) or 'none'}")
+    era_info = load_era(era_dir / "era.toml")
+    by_id: dict[str, Rule] = {}
+    for directory in (era_dir, *extra_dirs):
+        directory = Path(directory)
+        if not directory.is_dir():
+            raise RuleError(f"{directory}: rules directory does not exist")
+        if (directory / era).is_dir():
+            directory = directory / era
+        for path in sorted(directory.glob("*.toml")):
+            if path.name == "era.toml":
+                continue
+            rule = load_rule(path, era_info)
+            if rule.id in by_id and by_id[rule.id].path.parent == path.parent:
+                raise RuleError(f"{path}: key `id`: {rule.id} is also used by {by_id[rule.id].path}")
+            by_id[rule.id] = rule
+    return RuleSet(era_info, tuple(sorted(by_id.values(), key=lambda r: (r.order, r.id))))
+
+
+def available_eras(root: Path = BUILTIN_RULES) -> list[str]:
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if (p / "era.toml").is_file())
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", text)[:3])
+
+
+def in_range(version: str, spec: str) -> bool:
+    """``">=4.42,<4.54"`` style ranges (only >=, >, <, <=, ==)."""
+    current = _version_tuple(version)
+    for clause in filter(None, (c.strip() for c in spec.split(","))):
+        op, bound = re.match(r"(>=|<=|==|>|<)\s*(.+)", clause).groups()
+        other = _version_tuple(bound)
+        width = max(len(current), len(other))
+        a = current + (0,) * (width - len(current))
+        b = other + (0,) * (width - len(other))
+        ok = {">=": a >= b, "<=": a <= b, "==": a == b, ">": a > b, "<": a < b}[op]
+        if not ok:
+            return False
+    return True
+
+
+def era_for_installed(root: Path = BUILTIN_RULES) -> tuple[str, str | None]:
+    """The era whose runtime range holds the installed transformers (read from package metadata, never
+    imported), else the newest era. Returns (era, installed version or None)."""
+    from importlib import metadata
+
+    eras = available_eras(root)
+    if not eras:
+        raise RuleError(f"no rule sets found under {root}")
+    try:
+        version = metadata.version("transformers")
+    except metadata.PackageNotFoundError:
+        return eras[-1], None
+    for era in eras:
+        if in_range(version, load_era(root / era / "era.toml").runtime):
+            return era, version
+    return eras[-1], version
