@@ -1,0 +1,187 @@
+"""Command line: ``cachemigrate migrate|rules|probe``, in the way of black and ruff.
+
+Exit codes: 0 all good; 1 ``--check`` found files that would change, or some file could not be migrated
+(diagnostics); 2 bad usage or bad configuration; 123 an internal error.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from . import __version__
+from .config import Config, ConfigError, find_pyproject, load_config
+from .engine import FileResult, Options
+from .render import unified_diff
+from .rules import RuleError, TIERS, available_eras, era_for_installed, in_range, load_ruleset
+from .runner import Failure, collect, run, write_atomically
+
+EXIT_OK, EXIT_CHANGES, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 123
+
+
+def _fail(message: str, code: int = EXIT_USAGE) -> None:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
+def _resolve_era(requested: str, quiet: bool) -> str:
+    if requested != "auto":
+        if requested not in available_eras():
+            _fail(f"unknown era {requested!r}: known eras are {', '.join(available_eras())} (or auto)")
+        return requested
+    era, version = era_for_installed()
+    if not quiet:
+        installed = f"transformers {version} is installed" if version else "transformers is not installed"
+        click.echo(f"era {era} ({installed})", err=True)
+    return era
+
+
+def _settings(paths, era, tier, rules, line_length) -> tuple[Config, str, str, tuple[Path, ...], int]:
+    try:
+        config = load_config(find_pyproject([Path(p) for p in paths]))
+    except ConfigError as exc:
+        _fail(str(exc))
+    return (
+        config,
+        era or config.era,
+        tier or config.tier,
+        tuple(Path(r) for r in rules) + config.rules,
+        line_length or config.line_length or 88,
+    )
+
+
+@click.group()
+@click.version_option(__version__, prog_name="cachemigrate")
+def main() -> None:
+    """Migrate transformers modeling code from tuple KV caches to the Cache API."""
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--era", default=None, help="API era to target (default: from the installed transformers, or config).")
+@click.option("--tier", type=click.Choice(TIERS), default=None, help="How far to migrate (default: dynamic).")
+@click.option("--diff", "show_diff", is_flag=True, help="Print a unified diff; write nothing.")
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 if any file would change.")
+@click.option("--rules", "rules", multiple=True, type=click.Path(path_type=Path), help="Extra rule directory.")
+@click.option("--jobs", "-j", type=int, default=None, help="Files migrated in parallel (default: config, or 1).")
+@click.option("--line-length", type=int, default=None, help="Line length for inserted code (default: pyproject).")
+@click.option("--report", type=click.Path(path_type=Path), default=None, help="Write a JSON report here.")
+@click.option("--quiet", "-q", is_flag=True, help="Only diagnostics and errors.")
+def migrate(paths, era, tier, show_diff, check, rules, jobs, line_length, report, quiet) -> None:
+    """Migrate PATHS (files, or directories searched for modeling_*.py) in place."""
+    config, era, tier, rule_dirs, line_length = _settings(paths, era, tier, rules, line_length)
+    era = _resolve_era(era, quiet)
+    try:
+        load_ruleset(era, rule_dirs)  # fail early, in this process, on bad rule files
+        files = collect(list(paths), config.include, config.exclude)
+    except (RuleError, FileNotFoundError) as exc:
+        _fail(str(exc))
+    options = Options(tier=tier, line_length=line_length)
+    started = time.perf_counter()
+    counts = {"migrated": 0, "clean": 0, "failed": 0, "error": 0}
+    would_change = 0
+    results: list[FileResult | Failure] = []
+    done = 0
+
+    def handle(result: FileResult | Failure) -> None:
+        nonlocal done, would_change
+        done += 1
+        results.append(result)
+        if isinstance(result, Failure):
+            counts["error"] += 1
+            click.echo(f"error: {result.path}: internal error: {result.error}", err=True)
+            return
+        counts[result.status] += 1
+        for diagnostic in result.diagnostics:
+            click.echo(str(diagnostic))
+        if result.changed:
+            would_change += 1
+            if show_diff:
+                click.echo(unified_diff(result.path, result.original, result.migrated), nl=False)
+            elif not check:
+                write_atomically(Path(result.path), result.migrated)
+        if not quiet:
+            verb = {"migrated": "would migrate" if (check or show_diff) else "migrated"}.get(result.status, result.status)
+            click.echo(f"[{done}/{len(files)}] {result.path}: {verb} ({result.seconds:.1f}s)", err=True)
+
+    for _ in run(files, era, rule_dirs, options, jobs or config.jobs, on_result=handle):
+        pass
+    elapsed = time.perf_counter() - started
+    if report:
+        payload = {
+            "era": era,
+            "tier": tier,
+            "seconds": round(elapsed, 2),
+            "counts": counts,
+            "files": [
+                r.to_json() if isinstance(r, FileResult) else {"path": r.path, "status": "error", "error": r.error}
+                for r in sorted(results, key=lambda r: r.path)
+            ],
+        }
+        report.write_text(json.dumps(payload, indent=2) + "\n")
+    if not quiet:
+        action = "would be migrated" if (check or show_diff) else "migrated"
+        click.echo(
+            f"{counts['migrated']} {action}, {counts['failed']} left unchanged with diagnostics, "
+            f"{counts['clean']} had nothing to migrate, {counts['error']} internal errors ({elapsed:.1f}s)",
+            err=True,
+        )
+    if counts["error"]:
+        sys.exit(EXIT_INTERNAL)
+    if counts["failed"] or (check and would_change):
+        sys.exit(EXIT_CHANGES)
+
+
+@main.command("rules")
+@click.option("--era", default=None, help="Era to list (default: from the installed transformers).")
+@click.option("--rules", "rules", multiple=True, type=click.Path(path_type=Path), help="Extra rule directory.")
+@click.option("--tier", type=click.Choice(TIERS), default=None, help="Only the rules a tier applies.")
+def list_rules(era, rules, tier) -> None:
+    """List the rules: id, era, tier, name and what each does."""
+    era = _resolve_era(era or "auto", quiet=True)
+    try:
+        ruleset = load_ruleset(era, tuple(rules))
+    except RuleError as exc:
+        _fail(str(exc))
+    chosen = ruleset.for_tier(tier) if tier else ruleset.rules
+    for rule in chosen:
+        click.echo(f"{rule.id}  {rule.era}  {rule.tier:<8}  {rule.name:<32}  {rule.description}")
+
+
+@main.command()
+@click.argument("original", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("migrated", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--check", "checks", multiple=True, help="Run only these checks (repeatable).")
+@click.option("--static/--no-static", default=None, help="Run the static-cache checks (default: if claimed).")
+@click.option("--seed", type=int, default=0)
+def probe(original, migrated, checks, static, seed) -> None:
+    """Compare ORIGINAL and MIGRATED on a tiny random model with shared weights."""
+    from .probe import CHECK_NAMES, format_table, run_probe
+
+    unknown = [c for c in checks if c not in CHECK_NAMES]
+    if unknown:
+        _fail(f"unknown check(s) {', '.join(unknown)}: expected some of {', '.join(CHECK_NAMES)}")
+    results = run_probe(original, migrated, checks=list(checks) or None, static=static, seed=seed)
+    click.echo(format_table(results))
+    bad = [r for r in results if r.status in ("fail", "error")]
+    if bad:
+        click.echo(f"{len(bad)} of {len(results)} checks diverged: {', '.join(r.name for r in bad)}", err=True)
+        sys.exit(EXIT_CHANGES)
+
+
+def entry() -> None:  # pragma: no cover - console script wrapper
+    try:
+        main(standalone_mode=True)
+    except SystemExit:
+        raise
+    except Exception as exc:
+        click.echo(f"error: internal error: {type(exc).__name__}: {exc}", err=True)
+        sys.exit(EXIT_INTERNAL)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    entry()
