@@ -17,7 +17,7 @@ from . import __version__
 from .config import Config, ConfigError, find_pyproject, load_config
 from .engine import FileResult, Options
 from .render import unified_diff
-from .rules import RuleError, TIERS, available_eras, era_for_installed, in_range, load_ruleset
+from .rules import TIERS, RuleError, available_eras, era_for_installed, load_ruleset
 from .runner import Failure, collect, run, write_atomically
 
 EXIT_OK, EXIT_CHANGES, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 123

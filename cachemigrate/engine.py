@@ -218,6 +218,7 @@ def apply_rules(
             classes=classes,
             bound=bound,
             format_statements=lambda code, depth: format_statements(code, depth, options.line_length),
+            line_length=options.line_length,
         )
         action = ACTIONS[rule.action](rule, ctx)
         module = module.visit(action.transformer())

@@ -26,7 +26,16 @@ class ActionContext:
     classes: set[str]  # class names in scope
     bound: Callable[[str | None], dict[str, str]]  # qualified function name -> bound holes
     format_statements: Callable[[str, int], str]  # (python code, indent depth) -> formatted code
+    line_length: int = 88
     diagnostics: list[Diagnostic] = dataclasses.field(default_factory=list)
+
+    def reformat(self, stmt: cst.SimpleStatementLine, depth: int) -> cst.SimpleStatementLine:
+        """Black-format one edited statement when it no longer fits the line length; otherwise keep it as is."""
+        code = cst.Module(body=[stmt.with_changes(leading_lines=[])]).code
+        if max(len(line) for line in code.splitlines()) + 4 * depth <= self.line_length:
+            return stmt
+        formatted = cst.parse_statement(self.format_statements(code, depth))
+        return formatted.with_changes(leading_lines=stmt.leading_lines)
 
     def error(self, rule: "Rule", where: str | None, message: str) -> None:
         """A diagnostic located at the (original) definition of function ``where``."""
@@ -76,6 +85,8 @@ class Scoped(cst.CSTTransformer):
         self.ctx = action.ctx
         self.class_stack: list[str] = []
         self.function_stack: list[str] = []
+        self.depth = 0  # indentation depth of the statements being visited
+        self.touched: list[bool] = []  # per open SimpleStatementLine: did the action change something in it
 
     @property
     def current_class(self) -> str | None:
@@ -105,10 +116,24 @@ class Scoped(cst.CSTTransformer):
                 return False
         elif isinstance(node, cst.BaseStatement) and not self.class_stack and not self.function_stack:
             return False  # module-level statements other than classes and functions
+        if isinstance(node, cst.IndentedBlock):
+            self.depth += 1
+        elif isinstance(node, cst.SimpleStatementLine):
+            self.touched.append(False)
         return super().on_visit(node)
+
+    def mark_touched(self) -> None:
+        """The action changed code inside the current simple statement: it gets reformatted if too long."""
+        if self.touched:
+            self.touched[-1] = True
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):
         result = super().on_leave(original_node, updated_node)
+        if isinstance(original_node, cst.IndentedBlock):
+            self.depth -= 1
+        elif isinstance(original_node, cst.SimpleStatementLine) and self.touched:
+            if self.touched.pop() and isinstance(result, cst.SimpleStatementLine):
+                result = self.ctx.reformat(result, self.depth)
         if isinstance(original_node, cst.FunctionDef):
             self.function_stack.pop()
         elif isinstance(original_node, cst.ClassDef) and not self.function_stack:
@@ -139,15 +164,30 @@ def append_item(items: list, new: cst.CSTNode, trailing_field: str) -> list:
     if not items:
         return [new]
     last = items[-1]
+    before_last = items[-2].comma if len(items) > 1 else None
+    separator = before_last if isinstance(before_last, cst.Comma) else cst.Comma(cst.SimpleWhitespace(""), cst.SimpleWhitespace(" "))
     if isinstance(last.comma, cst.Comma):
-        before_last = items[-2].comma if len(items) > 1 else None
-        separator = before_last if isinstance(before_last, cst.Comma) else cst.Comma(cst.SimpleWhitespace(""), cst.SimpleWhitespace(" "))
         new = new.with_changes(comma=last.comma)
         last = last.with_changes(comma=separator)
     else:
+        # no trailing comma: the separator the list already uses (", " or one item per line) goes before ``new``
         new = new.with_changes(**{trailing_field: getattr(last, trailing_field)})
-        last = last.with_changes(
-            comma=cst.Comma(cst.SimpleWhitespace(""), cst.SimpleWhitespace(" ")),
-            **{trailing_field: cst.SimpleWhitespace("")},
-        )
+        last = last.with_changes(comma=separator, **{trailing_field: cst.SimpleWhitespace("")})
     return [*items[:-1], last, new]
+
+
+def filled_and_formatted(ctx: ActionContext, template: str, values: Mapping, depth: int) -> list[cst.BaseStatement]:
+    """The template's statements with holes filled, black-formatted as inserted code at ``depth``.
+
+    A template that splices a captured block (``{body}``) is not formatted: that block is the user's code,
+    whose layout is kept; such templates are written black-style."""
+    import textwrap
+
+    from ..patterns import fill_statements, holes, to_python
+
+    python = to_python(textwrap.dedent(template).strip() + "\n")
+    filled = fill_statements(python, values)
+    if any(isinstance(values.get(name), tuple) for name in holes(template)):
+        return filled
+    code = ctx.format_statements(cst.Module(body=filled).code, depth)
+    return list(cst.parse_module(code).body)

@@ -10,13 +10,11 @@ Anchors:
 
 from __future__ import annotations
 
-import textwrap
-
 import libcst as cst
 import libcst.matchers as m
 
-from ..patterns import TemplateError, code_of, compile_statements, fill_statements, to_python
-from .base import Action, Scoped, check_holes, depth_of
+from ..patterns import TemplateError, code_of, compile_statements
+from .base import Action, Scoped, check_holes, depth_of, filled_and_formatted
 
 ANCHORS = ("function_start", "before_first_use", "after_loop")
 
@@ -64,8 +62,7 @@ class _Transformer(Scoped):
         index = self._index(body, bound, original_node)
         if index is None:
             return updated_node
-        template = to_python(textwrap.dedent(action.param("template")).strip() + "\n")
-        new = fill_statements(self.ctx.format_statements(template, depth_of(self.current_function)), bound)
+        new = filled_and_formatted(self.ctx, action.param("template"), bound, depth_of(self.current_function))
         if _already_there(body, new):
             return updated_node
         action.changes += 1

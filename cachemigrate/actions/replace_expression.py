@@ -55,6 +55,7 @@ class _Transformer(Scoped):
                 captures = match_expression(pattern, result, bound)
                 if captures is not None:
                     action.changes += 1
+                    self.mark_touched()
                     values = {**{k: v for k, v in bound.items()}, **captures}
                     new = fill_expression(action.rule.params["replacement"], values)
                     return new.with_changes(lpar=result.lpar, rpar=result.rpar) if result.lpar else new

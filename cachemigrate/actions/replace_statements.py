@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..patterns import TemplateError, compile_statements, fill_statements, match_statements, to_python
-from .base import Action, Scoped, check_holes
+from ..patterns import TemplateError, compile_statements, match_statements
+from .base import Action, Scoped, check_holes, filled_and_formatted
 
 
 class ReplaceStatements(Action):
@@ -46,10 +46,7 @@ class ReplaceStatements(Action):
     def build(self, captures: dict, depth: int) -> list[cst.BaseStatement]:
         if not self.replacement.strip():
             return []
-        import textwrap
-
-        code = self.ctx.format_statements(to_python(textwrap.dedent(self.replacement).strip() + "\n"), depth)
-        return fill_statements(code, captures)
+        return filled_and_formatted(self.ctx, self.replacement, captures, depth)
 
 
 def _templates(rule) -> list[str]:
@@ -62,15 +59,10 @@ _EMPTIED = object()
 class _Transformer(Scoped):
     def __init__(self, action: ReplaceStatements) -> None:
         super().__init__(action)
-        self.depth = 0
         self.emptied: set[int] = set()
 
-    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
-        self.depth += 1
-
     def leave_IndentedBlock(self, original_node, updated_node):
-        depth = self.depth
-        self.depth -= 1
+        depth = self.depth  # Scoped counts blocks; this block's statements sit at this depth
         if not self.in_function_scope():
             return updated_node
         action: ReplaceStatements = self.action

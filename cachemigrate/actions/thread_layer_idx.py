@@ -55,6 +55,7 @@ class _Transformer(Scoped):
         if self._in_init(self.blocks) and self._callee(updated_node) in self.attention:
             if not _has_keyword(updated_node, self.name):
                 self.action.changes += 1
+                self.mark_touched()
                 return _with_keyword(updated_node, self.name, cst.Name(self.name))
         return updated_node
 
@@ -72,6 +73,7 @@ class _Transformer(Scoped):
             )
             return updated_node
         self.action.changes += 1
+        self.mark_touched()
         if target.value == "_":
             target = cst.Name(self.name)
             updated_node = updated_node.with_changes(for_in=updated_node.for_in.with_changes(target=target))
