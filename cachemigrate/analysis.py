@@ -88,6 +88,7 @@ class ModuleInfo:
     classes: dict[str, ClassInfo]
     functions: dict[str, FunctionInfo]  # every function and method by qualified name
     roles: dict[str, list[str]]  # role -> class names, in file order
+    globals: set[str] = dataclasses.field(default_factory=set)  # names bound at module level
 
     def role_of(self, class_name: str | None) -> str | None:
         for role, names in self.roles.items():
@@ -437,7 +438,22 @@ def analyze(module: cst.Module, cache_names: Sequence[str]) -> ModuleInfo:
         wrapper = MetadataWrapper(cst.Module(body=[node]), unsafe_skip_copy=True)
         node.body.visit(_UseCollector(wrapper, info, names))
     roles = _assign_roles(structure.classes)
-    return ModuleInfo(structure.classes, structure.functions, roles)
+    return ModuleInfo(structure.classes, structure.functions, roles, _module_globals(module))
+
+
+def _module_globals(module: cst.Module) -> set[str]:
+    """Names bound by the module's top-level statements: imports, classes, functions, assignments."""
+    names: set[str] = set()
+    for stmt in module.body:
+        if isinstance(stmt, (cst.ClassDef, cst.FunctionDef)):
+            names.add(stmt.name.value)
+            continue
+        for alias in m.findall(stmt, m.ImportAlias()):
+            bound = alias.asname.name if alias.asname else alias.name
+            names.add(code_of(bound).split(".")[0])
+        for target in m.findall(stmt, m.AssignTarget(m.Name())):
+            names.add(target.target.value)
+    return names
 
 
 class Locator:

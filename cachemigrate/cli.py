@@ -1,4 +1,4 @@
-"""Command line: ``cachemigrate migrate|rules|probe``, in the way of black and ruff.
+"""Command line: ``cachemigrate migrate|verify|rules|probe``, in the way of black and ruff.
 
 Exit codes: 0 all good; 1 ``--check`` found files that would change, or some file could not be migrated
 (diagnostics); 2 bad usage or bad configuration; 123 an internal error.
@@ -54,6 +54,37 @@ def _settings(paths, era, tier, rules, line_length) -> tuple[Config, str, str, t
     )
 
 
+def _verify_options(command):
+    """The options that ``verify`` and ``migrate --verify`` share."""
+    options = [
+        click.option("--tests", "tests", default=None, help="Test command (default: python -m pytest tests, in the "
+                     "fork root: the nearest folder above the files with tests/ or pyproject.toml)."),
+        click.option("--probe", is_flag=True, help="Also run the equivalence probe on each migrated modeling file."),
+        click.option("--keep", is_flag=True, help="Keep the migrated files even when a test regresses."),
+        click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds allowed per test run."),
+    ]  # fmt: skip
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _run_verify(paths, era, tier, rules, jobs, line_length, report, quiet, tests, probe, keep, timeout) -> None:
+    """Migrate PATHS with the fork's tests as the judge (see :mod:`cachemigrate.verify`); exits."""
+    from .verify import VerifyOptions, verify
+
+    config, era, tier, rule_dirs, line_length = _settings(paths, era, tier, rules, line_length)
+    era = _resolve_era(era, quiet)
+    try:
+        load_ruleset(era, rule_dirs)
+        files = collect(list(paths), config.include, config.exclude)
+    except (RuleError, FileNotFoundError) as exc:
+        _fail(str(exc))
+    engine = Options(tier=tier, line_length=line_length)
+    jobs = jobs or config.jobs
+    options = VerifyOptions(era, tier, rule_dirs, engine, jobs, tests, probe, keep, timeout, report, quiet)
+    sys.exit(verify(files, options))
+
+
 @click.group()
 @click.version_option(__version__, prog_name="cachemigrate")
 def main() -> None:
@@ -71,8 +102,16 @@ def main() -> None:
 @click.option("--line-length", type=int, default=None, help="Line length for inserted code (default: pyproject).")
 @click.option("--report", type=click.Path(path_type=Path), default=None, help="Write a JSON report here.")
 @click.option("--quiet", "-q", is_flag=True, help="Only diagnostics and errors.")
-def migrate(paths, era, tier, show_diff, check, rules, jobs, line_length, report, quiet) -> None:
+@click.option("--verify", "verify", is_flag=True, help="Run the fork's tests before and after; undo on a regression.")
+@_verify_options
+def migrate(
+    paths, era, tier, show_diff, check, rules, jobs, line_length, report, quiet, verify, tests, probe, keep, timeout
+) -> None:
     """Migrate PATHS (files, or directories searched for modeling_*.py) in place."""
+    if verify:
+        if show_diff or check:
+            _fail("--verify writes the files; it cannot be combined with --diff or --check")
+        _run_verify(paths, era, tier, rules, jobs, line_length, report, quiet, tests, probe, keep, timeout)
     config, era, tier, rule_dirs, line_length = _settings(paths, era, tier, rules, line_length)
     era = _resolve_era(era, quiet)
     try:
@@ -134,6 +173,26 @@ def migrate(paths, era, tier, show_diff, check, rules, jobs, line_length, report
         sys.exit(EXIT_INTERNAL)
     if counts["failed"] or (check and would_change):
         sys.exit(EXIT_CHANGES)
+
+
+@main.command("verify")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--era", default=None, help="API era to target (default: from the installed transformers, or config).")
+@click.option("--tier", type=click.Choice(TIERS), default=None, help="How far to migrate (default: dynamic).")
+@click.option("--rules", "rules", multiple=True, type=click.Path(path_type=Path), help="Extra rule directory.")
+@click.option("--jobs", "-j", type=int, default=None, help="Files migrated in parallel (default: config, or 1).")
+@click.option("--line-length", type=int, default=None, help="Line length for inserted code (default: pyproject).")
+@click.option("--report", type=click.Path(path_type=Path), default=None, help="Write a JSON report here.")
+@click.option("--quiet", "-q", is_flag=True, help="Only diagnostics, errors and the verdict.")
+@_verify_options
+def verify_command(paths, era, tier, rules, jobs, line_length, report, quiet, tests, probe, keep, timeout) -> None:
+    """Migrate PATHS, run the fork's tests before and after, and restore the originals if a passing test breaks.
+
+    Exit 0: no test regressed (the migration is kept). 1: a regression, a timeout or a probe failure (the
+    originals are restored unless --keep), or files left unchanged with diagnostics. 2: the tests cannot run on
+    the original code. Ctrl-C or SIGTERM restores the originals and exits 130 or 143.
+    """
+    _run_verify(paths, era, tier, rules, jobs, line_length, report, quiet, tests, probe, keep, timeout)
 
 
 @main.command("rules")

@@ -43,6 +43,7 @@ CHECK_NAMES = (
     "positional_call",
     "jit_trace_tuple",
     "static_generate",
+    "static_compile",
 )
 
 PROMPT_LEN = 5
@@ -769,24 +770,70 @@ def check_jit_trace_tuple(probe: _Probe) -> str:
     raise CheckFailed(diff)
 
 
-def check_static_generate(probe: _Probe) -> str:
-    """``generate(cache_implementation="static")`` on the migrated model gives the original's greedy tokens."""
-    from transformers.cache_utils import StaticCache
-
+def _require_static(probe: _Probe) -> None:
     flagged = getattr(probe.migr.model_class, "_supports_static_cache", False)
     if probe.static is False or (probe.static is None and not flagged):
         reason = "static=False" if probe.static is False else "migrated model does not set _supports_static_cache"
         raise CheckSkipped(reason)
+
+
+def check_static_generate(probe: _Probe) -> str:
+    """``generate(cache_implementation="static")`` on the migrated model gives the original's greedy tokens, on
+    a plain batch and on a left-padded one."""
+    import torch
+    from transformers.cache_utils import StaticCache
+
+    _require_static(probe)
     _require_head(probe)
     original, migrated = probe.pair()
     ids = probe.ids(2, PROMPT_LEN)
-    expected = _generate(original, ids)
-    with _recording_past_types(migrated) as seen:
-        got = _generate(migrated, ids, cache_implementation="static")
-    _expect_same(expected, got, "tokens")
-    if not any(issubclass(t, StaticCache) for t in seen):
-        raise CheckFailed("tokens identical, but the migrated model never received a StaticCache")
-    return f"{MAX_NEW_TOKENS} new tokens identical with a StaticCache"
+    mask = torch.ones_like(ids)
+    padded, padded_mask = ids.clone(), mask.clone()
+    padded[0, :2], padded_mask[0, :2] = 0, 0
+    for name, (tokens, attention) in {"plain": (ids, mask), "left-padded": (padded, padded_mask)}.items():
+        expected = _generate(original, tokens, attention)
+        with _recording_past_types(migrated) as seen:
+            got = _generate(migrated, tokens, attention, cache_implementation="static")
+        _expect_same(expected, got, f"{name} tokens")
+        if not any(issubclass(t, StaticCache) for t in seen):
+            raise CheckFailed("tokens identical, but the migrated model never received a StaticCache")
+    return f"{MAX_NEW_TOKENS} new tokens identical with a StaticCache, plain and left-padded"
+
+
+def _static_cache(model, batch: int, length: int):
+    import torch
+    from transformers.cache_utils import StaticCache
+
+    return StaticCache(
+        config=model.config, max_batch_size=batch, max_cache_len=length, device="cpu", dtype=torch.float32
+    )
+
+
+def check_static_compile(probe: _Probe) -> str:
+    """A decode step of ``torch.compile(model.forward, fullgraph=True)`` (backend "eager": it checks that the
+    graph captures whole, not the speed) with a StaticCache matches the eager step, and both match the
+    original's tuple-cache step up to float tolerance."""
+    import torch
+
+    _require_static(probe)
+    original, migrated = probe.pair()
+    prompt, steps = probe.prompt_and_steps()
+    length = PROMPT_LEN + STEPS + 2
+    position = torch.arange(PROMPT_LEN, PROMPT_LEN + 1)
+    results = []
+    for compiled in (False, True):
+        cache = _static_cache(migrated, prompt.shape[0], length)
+        migrated(input_ids=prompt, past_key_values=cache, use_cache=True, cache_position=torch.arange(PROMPT_LEN))
+        forward = torch.compile(migrated.forward, fullgraph=True, backend="eager") if compiled else migrated.forward
+        out = forward(input_ids=steps[0], past_key_values=cache, use_cache=True, cache_position=position)
+        results.append(_logits(out))
+        torch._dynamo.reset()
+    _expect_same(results[0], results[1], "compiled vs eager decode logits")
+    reference = _logits(original(input_ids=steps[0], past_key_values=probe.original_past(original, prompt)))
+    gap = (reference - results[0]).abs().max().item()
+    if gap > 1e-5:
+        raise CheckFailed(f"static decode step differs from the original's tuple-cache step by {gap:.3e}")
+    return f"fullgraph compiled decode step equals eager; {gap:.1e} from the original's tuple-cache step"
 
 
 CHECKS = {name: globals()[f"check_{name}"] for name in CHECK_NAMES}

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from .add_method import AddMethod
 from .add_parameter import AddParameter
 from .base import Action, ActionContext
 from .insert_statements import InsertStatements
+from .pass_argument import PassArgument
 from .replace_expression import ReplaceExpression
 from .replace_statements import ReplaceStatements
 from .set_class_attribute import SetClassAttribute
@@ -12,7 +14,16 @@ from .thread_layer_idx import ThreadLayerIdx
 
 ACTIONS: dict[str, type[Action]] = {
     cls.name: cls
-    for cls in (ReplaceExpression, ReplaceStatements, InsertStatements, AddParameter, SetClassAttribute, ThreadLayerIdx)
+    for cls in (
+        ReplaceExpression,
+        ReplaceStatements,
+        InsertStatements,
+        AddParameter,
+        SetClassAttribute,
+        ThreadLayerIdx,
+        PassArgument,
+        AddMethod,
+    )
 }
 
 __all__ = ["ACTIONS", "Action", "ActionContext"]

@@ -157,6 +157,28 @@ def check_holes(check: "_Checker", key: str, template: str, captured: set[str]) 
         raise check.fail(key, f"a template whose holes are captured or bound ({', '.join(sorted(unknown))} is not)")
 
 
+def _without_comment(comma: cst.Comma) -> cst.Comma:
+    """``comma`` without the comment (and blank lines) that may follow it on its line."""
+    after = comma.whitespace_after
+    if isinstance(after, cst.ParenthesizedWhitespace):
+        return comma.with_changes(
+            whitespace_after=after.with_changes(first_line=cst.TrailingWhitespace(), empty_lines=[])
+        )
+    return comma
+
+
+def _with_comment_of(comma: cst.Comma, source: cst.Comma) -> cst.Comma:
+    """``comma`` carrying the end-of-line comment of ``source``, when both end a line."""
+    if isinstance(comma.whitespace_after, cst.ParenthesizedWhitespace) and isinstance(
+        source.whitespace_after, cst.ParenthesizedWhitespace
+    ):
+        return comma.with_changes(
+            whitespace_before=source.whitespace_before,
+            whitespace_after=comma.whitespace_after.with_changes(first_line=source.whitespace_after.first_line),
+        )
+    return comma
+
+
 def append_item(items: list, new: cst.CSTNode, trailing_field: str) -> list:
     """Append ``new`` to a comma-separated list of Params or Args, following the list's layout: one item per
     line (a trailing comma) or all on one line. ``trailing_field`` is the whitespace after an item
@@ -165,10 +187,16 @@ def append_item(items: list, new: cst.CSTNode, trailing_field: str) -> list:
         return [new]
     last = items[-1]
     before_last = items[-2].comma if len(items) > 1 else None
-    separator = before_last if isinstance(before_last, cst.Comma) else cst.Comma(cst.SimpleWhitespace(""), cst.SimpleWhitespace(" "))
+    separator = (
+        _without_comment(before_last)
+        if isinstance(before_last, cst.Comma)
+        else cst.Comma(cst.SimpleWhitespace(""), cst.SimpleWhitespace(" "))
+    )
     if isinstance(last.comma, cst.Comma):
-        new = new.with_changes(comma=last.comma)
-        last = last.with_changes(comma=separator)
+        # ``new`` takes the trailing comma (and the line break before the closing bracket); a comment after the
+        # last item stays on that item's line
+        new = new.with_changes(comma=_without_comment(last.comma))
+        last = last.with_changes(comma=_with_comment_of(separator, last.comma))
     else:
         # no trailing comma: the separator the list already uses (", " or one item per line) goes before ``new``
         new = new.with_changes(**{trailing_field: getattr(last, trailing_field)})

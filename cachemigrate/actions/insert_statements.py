@@ -27,6 +27,11 @@ def _reads(stmt: cst.CSTNode, name: str) -> bool:
     return bool(m.findall(stmt, m.Name(name)))
 
 
+def _mentions(expression: cst.CSTNode, code: str) -> bool:
+    """``expression`` holds a name or attribute that is exactly ``code`` (``self.h`` is not in ``self.heads``)."""
+    return any(code_of(node) == code for node in m.findall(expression, m.Name() | m.Attribute()))
+
+
 def _is_docstring(stmt: cst.CSTNode) -> bool:
     return m.matches(stmt, m.SimpleStatementLine(body=[m.Expr(m.SimpleString() | m.ConcatenatedString())]))
 
@@ -78,7 +83,7 @@ class _Transformer(Scoped):
         if anchor == "after_loop":
             layers = bound.get("layers")
             for index, stmt in enumerate(body):
-                if isinstance(stmt, cst.For) and layers and layers in code_of(stmt.iter):
+                if isinstance(stmt, cst.For) and layers and _mentions(stmt.iter, layers):
                     return index + 1
             return None
         cache = bound["cache"]

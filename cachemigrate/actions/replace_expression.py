@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import libcst as cst
+import libcst.matchers as m
 
+from ..analysis import GUARD_TYPES
 from ..patterns import TemplateError, compile_expression, fill_expression, match_expression
 from .base import Action, Scoped, check_holes
 
@@ -41,12 +43,32 @@ class ReplaceExpression(Action):
         return _Transformer(self)
 
 
+_CACHE_GUARD = m.Call(
+    func=m.Name("isinstance"), args=[m.Arg(), m.Arg(m.Name(m.MatchIfTrue(lambda name: name in GUARD_TYPES)))]
+)
+
+
 class _Transformer(Scoped):
+    """Rewrites matching expressions, except in the tuple branch of ``a if isinstance(x, Cache) else b``: that
+    code is already guarded (a second run must not wrap its own output again)."""
+
+    def __init__(self, action: "ReplaceExpression") -> None:
+        super().__init__(action)
+        self.guarded: set[int] = set()
+
+    def on_visit(self, node):
+        if id(node) in self.guarded:
+            return False
+        if isinstance(node, cst.IfExp) and m.matches(node.test, _CACHE_GUARD):
+            self.guarded.add(id(node.orelse))
+        return super().on_visit(node)
+
     def on_leave(self, original_node, updated_node):
         result = super().on_leave(original_node, updated_node)
         action: ReplaceExpression = self.action
         if (
-            isinstance(result, cst.BaseExpression)
+            id(original_node) not in self.guarded
+            and isinstance(result, cst.BaseExpression)
             and type(result).__name__ in action.types
             and self.in_function_scope()
         ):

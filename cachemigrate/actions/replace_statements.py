@@ -1,6 +1,8 @@
 """``replace_statements``: rewrite a run of statements, e.g. the ``torch.cat`` of past keys and values.
 
-The replacement may be empty: the statements are removed, and an ``if`` left with nothing to do goes too."""
+The replacement may be empty: the statements are removed, and an ``if`` left with nothing to do goes too.
+The replacement may use ``{matched}`` as a block body: the matched statements, verbatim (comments included),
+for wrapping them in a new ``if``."""
 
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ class ReplaceStatements(Action):
                 pattern = compile_statements(template)
             except TemplateError as exc:
                 raise check.fail("params.patterns", f"valid statement templates ({exc})", template) from None
-            check_holes(check, "params.replacement", rule.params["replacement"], pattern.holes())
+            check_holes(check, "params.replacement", rule.params["replacement"], pattern.holes() | {"matched"})
         if rule.params["replacement"].strip():
             try:
                 compile_statements(rule.params["replacement"])
@@ -75,6 +77,8 @@ class _Transformer(Scoped):
             for pattern in action.patterns:
                 captures = match_statements(pattern, body, index, bound)
                 if captures is not None:
+                    # {matched}: the matched statements themselves, verbatim, to wrap them
+                    captures["matched"] = tuple(body[index : index + len(pattern.matchers)])
                     replacement = action.build({**bound, **captures}, depth)
                     if replacement and body[index].leading_lines:
                         replacement[0] = replacement[0].with_changes(leading_lines=body[index].leading_lines)

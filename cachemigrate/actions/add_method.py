@@ -1,0 +1,41 @@
+"""``add_method``: add a method, written as a template, to the role's classes (unless one of that name exists).
+Used for the cache_position-based 4D mask builder of the static tier."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+
+from .base import Action, Scoped
+
+
+class AddMethod(Action):
+    name = "add_method"
+    PARAMS = {"template": (str, True, "the method, a `def` statement")}
+
+    @classmethod
+    def check_params(cls, rule, check) -> None:
+        try:
+            node = cst.parse_statement(textwrap.dedent(rule.params["template"]).strip() + "\n")
+        except cst.ParserSyntaxError as exc:
+            raise check.fail("params.template", f"a Python `def` ({exc.message})") from None
+        if not isinstance(node, cst.FunctionDef):
+            raise check.fail("params.template", "a single `def` statement")
+
+    def transformer(self) -> cst.CSTTransformer:
+        return _Transformer(self)
+
+
+class _Transformer(Scoped):
+    def leave_ClassDef(self, original_node: cst.ClassDef, updated_node: cst.ClassDef):
+        if self.function_stack or original_node.name.value not in self.ctx.classes:
+            return updated_node
+        code = self.ctx.format_statements(textwrap.dedent(self.action.param("template")).strip() + "\n", 1)
+        method = cst.parse_statement(code)
+        body = list(updated_node.body.body)
+        if any(isinstance(s, cst.FunctionDef) and s.name.value == method.name.value for s in body):
+            return updated_node
+        self.action.changes += 1
+        method = method.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
+        return updated_node.with_changes(body=updated_node.body.with_changes(body=[*body, method]))

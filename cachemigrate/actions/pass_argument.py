@@ -1,0 +1,85 @@
+"""``pass_argument``: hand a new parameter on to the calls of another role, e.g. ``cache_position`` from the
+block to its attention.
+
+A call is one of the target role's when it passes the target's cache parameter by keyword and calls either a
+submodule built from the target role (``self.attn(..., layer_past=layer_past)``) or a local variable (``block(...)``
+in the layer loop), never a module-level name such as an output class: it gains ``name=name``. A positional gradient-checkpointing call
+(``self._gradient_checkpointing_func(block.__call__, a, b, ...)``) gains ``name`` positionally, but only when it
+already passes every parameter of the target's ``forward``; otherwise the argument would land in the wrong
+place, and the rule reports it instead."""
+
+from __future__ import annotations
+
+import libcst as cst
+import libcst.matchers as m
+
+from ..patterns import code_of
+from .base import Action, Scoped, append_item
+
+_GC_CALL = m.Call(func=m.Attribute(value=m.Name("self"), attr=m.Name("_gradient_checkpointing_func")))
+
+
+class PassArgument(Action):
+    name = "pass_argument"
+    PARAMS = {
+        "name": (str, True, "the argument name (also the variable passed)"),
+        "target_role": (str, True, "the role whose forward is called: attention, block or base_model"),
+    }
+
+    @classmethod
+    def check_params(cls, rule, check) -> None:
+        check.choice("params.target_role", ("attention", "block", "base_model"))
+
+    def transformer(self) -> cst.CSTTransformer:
+        return _Transformer(self)
+
+
+class _Transformer(Scoped):
+    def __init__(self, action: PassArgument) -> None:
+        super().__init__(action)
+        info = action.ctx.info
+        self.name = action.param("name")
+        forwards = [info.classes[c].methods.get("forward") for c in info.roles[action.param("target_role")]]
+        forwards = [f for f in forwards if f is not None]
+        self.keywords = {p for f in forwards for p in f.cache_params}
+        self.targets = set(info.roles[action.param("target_role")])
+        # parameters of the target forward before the new one was added (without self)
+        self.arity = {len([p for p in f.params if p not in ("self", self.name)]) for f in forwards}
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call):
+        if not self.in_function_scope() or any(
+            a.keyword is not None and a.keyword.value == self.name for a in updated_node.args
+        ):
+            return updated_node
+        equal = cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))
+        if self._calls_target(updated_node.func) and any(
+            a.keyword is not None and a.keyword.value in self.keywords for a in updated_node.args
+        ):
+            self.action.changes += 1
+            self.mark_touched()
+            arg = cst.Arg(cst.Name(self.name), keyword=cst.Name(self.name), equal=equal)
+            return updated_node.with_changes(args=append_item(list(updated_node.args), arg, "whitespace_after_arg"))
+        if m.matches(updated_node, _GC_CALL) and all(a.keyword is None for a in updated_node.args):
+            positional = len(updated_node.args) - 1  # the first argument is the callable
+            if positional in self.arity:
+                self.action.changes += 1
+                self.mark_touched()
+                arg = cst.Arg(cst.Name(self.name))
+                return updated_node.with_changes(
+                    args=append_item(list(updated_node.args), arg, "whitespace_after_arg")
+                )
+            self.ctx.error(
+                self.action.rule,
+                self.current_function,
+                f"cannot pass `{self.name}` positionally in `{code_of(updated_node.func)}(...)` in "
+                f"{self.current_function}: it passes {positional} arguments, the called forward takes "
+                f"{'/'.join(map(str, sorted(self.arity)))}; pass the arguments by keyword first",
+            )
+        return updated_node
+
+    def _calls_target(self, func: cst.BaseExpression) -> bool:
+        info = self.ctx.info
+        if m.matches(func, m.Attribute(value=m.Name("self"), attr=m.Name())):
+            owner = info.classes.get(self.current_class)
+            return owner is not None and owner.submodules.get(func.attr.value) in self.targets
+        return isinstance(func, cst.Name) and func.value not in info.globals
