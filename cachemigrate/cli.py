@@ -102,10 +102,33 @@ def main() -> None:
 @click.option("--line-length", type=int, default=None, help="Line length for inserted code (default: pyproject).")
 @click.option("--report", type=click.Path(path_type=Path), default=None, help="Write a JSON report here.")
 @click.option("--quiet", "-q", is_flag=True, help="Only diagnostics and errors.")
+@click.option(
+    "--signature",
+    type=click.Choice(["end", "upstream"]),
+    default="end",
+    help="Where new parameters go: last (default; positional callers keep working) or where upstream puts them.",
+)
+@click.option("--deprecation-version", default=None, help="The version @deprecate_kwarg names (upstream tier).")
 @click.option("--verify", "verify", is_flag=True, help="Run the fork's tests before and after; undo on a regression.")
 @_verify_options
 def migrate(
-    paths, era, tier, show_diff, check, rules, jobs, line_length, report, quiet, verify, tests, probe, keep, timeout
+    paths,
+    era,
+    tier,
+    show_diff,
+    check,
+    rules,
+    jobs,
+    line_length,
+    report,
+    quiet,
+    signature,
+    deprecation_version,
+    verify,
+    tests,
+    probe,
+    keep,
+    timeout,
 ) -> None:
     """Migrate PATHS (files, or directories searched for modeling_*.py) in place."""
     if verify:
@@ -119,7 +142,9 @@ def migrate(
         files = collect(list(paths), config.include, config.exclude)
     except (RuleError, FileNotFoundError) as exc:
         _fail(str(exc))
-    options = Options(tier=tier, line_length=line_length)
+    options = Options(
+        tier=tier, line_length=line_length, signature=signature, deprecation_version=deprecation_version
+    )
     started = time.perf_counter()
     counts = {"migrated": 0, "clean": 0, "failed": 0, "error": 0}
     would_change = 0

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import dataclasses
+import sys
 import time
 from typing import Mapping
 
@@ -35,6 +36,8 @@ class Options:
     tier: str = "dynamic"
     line_length: int = 88
     format_whole_file: bool = True  # only ever applied when the file was black-clean before
+    signature: str = "end"  # "end": new parameters go last; "upstream": where the upstream ports put them
+    deprecation_version: str | None = None  # the version @deprecate_kwarg names (default: the rule's)
 
 
 @dataclasses.dataclass
@@ -142,19 +145,29 @@ def _bound_holes(info: ModuleInfo, facts: Mapping[str, str]):
 
 
 def _add_imports(module: cst.Module, era: Era, names: list[str]) -> cst.Module:
-    """``from <transformers>.cache_utils import ...`` in the style of the file's own transformers imports:
-    relative (``from ...cache_utils``) inside the transformers package, absolute elsewhere."""
+    """Add the imports the applied rules need, through libcst's ``AddImportsVisitor``.
+
+    An entry is ``Name`` (from the era's cache module), ``module.path:Name`` (a module of transformers, e.g.
+    ``utils.deprecation:deprecate_kwarg``) or ``stdlib_module:Name`` (``typing:Optional``). transformers modules
+    are imported in the style of the file's own: relative (``from ...cache_utils``) inside the transformers
+    package, absolute elsewhere."""
     if not names:
         return module
     relative = 0
-    for node in m.findall(module, m.ImportFrom(module=m.Name("modeling_utils") | m.Attribute())):
-        if node.relative and m.matches(node.module, m.Name("modeling_utils")):
+    for node in m.findall(module, m.ImportFrom(module=m.Name("modeling_utils"))):
+        if node.relative:
             relative = len(node.relative)
             break
     context = CodemodContext()
-    target = era.cache_module if relative else f"transformers.{era.cache_module}"
-    for name in names:
-        AddImportsVisitor.add_needed_import(context, target, name, relative=relative)
+    for entry in names:
+        source, _, name = entry.rpartition(":")
+        source = source or era.cache_module
+        if source.split(".")[0] in sys.stdlib_module_names:
+            AddImportsVisitor.add_needed_import(context, source, name)
+        elif relative:
+            AddImportsVisitor.add_needed_import(context, source, name, relative=relative)
+        else:
+            AddImportsVisitor.add_needed_import(context, f"transformers.{source}", name)
     # AddImportsVisitor only edits the import section at the top of the file, but walks the whole tree to
     # find it. Hand it the head of the module (everything before the first class or function) and splice.
     split = next(
@@ -219,6 +232,7 @@ def apply_rules(
             bound=bound,
             format_statements=lambda code, depth: format_statements(code, depth, options.line_length),
             line_length=options.line_length,
+            options={"signature": options.signature, "deprecation_version": options.deprecation_version},
         )
         action = ACTIONS[rule.action](rule, ctx)
         module = module.visit(action.transformer())
@@ -236,7 +250,8 @@ def apply_rules(
                     column,
                     codes.RULE_NOT_APPLIED,
                     f"{rule.id} ({rule.name}) found nothing to rewrite in {', '.join(sorted(functions))}: "
-                    f"expected {rule.description[0].lower() + rule.description[1:]}",
+                    f"expected {rule.description[0].lower() + rule.description[1:]}"
+                    + (f". {rule.explain}" if rule.explain else ""),
                 )
             )
     return _add_imports(module, era, imports), applied, found

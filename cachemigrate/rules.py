@@ -71,6 +71,7 @@ class Rule:
     when: Mapping[str, str] = dataclasses.field(default_factory=dict)
     imports: tuple[str, ...] = ()
     replaces: tuple[str, ...] = ()
+    explain: str = ""  # said when a required rule finds nothing: what prevents it and what to do
     path: Path | None = None
 
     def in_tier(self, tier: str) -> bool:
@@ -166,7 +167,7 @@ def _read_toml(path: Path) -> dict:
 
 _RULE_KEYS = {
     "id", "name", "description", "era", "tier", "role", "functions", "action", "params", "order", "required",
-    "when", "imports", "replaces",
+    "when", "imports", "replaces", "explain",
 }  # fmt: skip
 
 
@@ -222,7 +223,9 @@ def load_rule(path: Path, era: Era) -> Rule:
     when = check.get("when", dict, "a table of fact = value", {})
     for fact, value in when.items():
         if fact not in known_facts or not isinstance(value, str):
-            raise check.fail(f"when.{fact}", f"a fact of {era.path.name} ({', '.join(sorted(known_facts))}) = string")
+            raise check.fail(
+                f"when.{fact}", f"a fact of {era.path.name} ({', '.join(sorted(known_facts))}) = string", value
+            )
     rule = Rule(
         id=rule_id,
         name=check.get("name", str, "a short kebab-case name"),
@@ -238,6 +241,7 @@ def load_rule(path: Path, era: Era) -> Rule:
         when=dict(when),
         imports=check.str_list("imports", []),
         replaces=check.str_list("replaces", []),
+        explain=check.get("explain", str, "a sentence for users", ""),
         path=path,
     )
     check.bound_names = {"cache", "layers", *known_facts, *(f"arg{i}" for i in range(10))}

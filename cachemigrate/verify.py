@@ -61,7 +61,7 @@ class Outcome:
 
 
 @dataclasses.dataclass
-class TestRun:
+class SuiteRun:
     outcomes: dict[str, Outcome]
     returncode: int | None
     seconds: float
@@ -76,8 +76,8 @@ class TestRun:
         return counts
 
     def to_json(self) -> dict:
-        return {"counts": self.counts(), "returncode": self.returncode, "seconds": round(self.seconds, 2),
-                "problem": self.problem}  # fmt: skip
+        seconds = round(self.seconds, 2)
+        return {"counts": self.counts(), "returncode": self.returncode, "seconds": seconds, "problem": self.problem}
 
 
 @dataclasses.dataclass
@@ -110,7 +110,7 @@ def find_root(files: list[Path]) -> Path | None:
     return None
 
 
-def test_command(spec: str | None, root: Path) -> tuple[list[str], bool]:
+def build_test_command(spec: str | None, root: Path) -> tuple[list[str], bool]:
     """The argv of the test command and whether it is pytest. A leading ``python`` is this interpreter."""
     if spec is None:
         argv = [sys.executable, "-m", "pytest", *(["tests"] if (root / "tests").is_dir() else [])]
@@ -138,7 +138,7 @@ def _kill_group(process: subprocess.Popen) -> None:
             continue
 
 
-def run_tests(argv: list[str], is_pytest: bool, cwd: Path, timeout: float, workdir: Path, label: str) -> TestRun:
+def run_tests(argv: list[str], is_pytest: bool, cwd: Path, timeout: float, workdir: Path, label: str) -> SuiteRun:
     """Run the test command in its own process group; outcomes from pytest's JUnit XML, else from the exit code."""
     junit, log = workdir / f"{label}.xml", workdir / f"{label}.log"
     command = [*argv, f"--junitxml={junit}"] if is_pytest else argv
@@ -157,16 +157,16 @@ def run_tests(argv: list[str], is_pytest: bool, cwd: Path, timeout: float, workd
     seconds = time.perf_counter() - started
     tail = "\n".join(log.read_text(encoding="utf-8", errors="replace").splitlines()[-15:])
     if problem:
-        return TestRun({}, returncode, seconds, problem, tail)
+        return SuiteRun({}, returncode, seconds, problem, tail)
     if not is_pytest:
         message = "" if returncode == 0 else f"exit status {returncode}\n{tail}"
-        return TestRun(
+        return SuiteRun(
             {shlex.join(argv): Outcome(PASSED if returncode == 0 else FAILED, message)}, returncode, seconds
         )
     try:
-        return TestRun(parse_junit(junit), returncode, seconds, None, tail)
+        return SuiteRun(parse_junit(junit), returncode, seconds, None, tail)
     except (OSError, ET.ParseError) as exc:
-        return TestRun(
+        return SuiteRun(
             {}, returncode, seconds, f"pytest wrote no readable JUnit report (exit {returncode}: {exc})", tail
         )
 
@@ -302,7 +302,7 @@ def _plain(value):
     return dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value
 
 
-def _summary(run_: TestRun) -> str:
+def _summary(run_: SuiteRun) -> str:
     counts = ", ".join(f"{n} {status}" for status, n in run_.counts().items() if n) or "no tests"
     return f"{counts} ({run_.seconds:.1f}s)"
 
@@ -346,7 +346,11 @@ def verify(files: list[Path], opts: VerifyOptions) -> int:
         _write_report(opts.report, report, started)
         return code
     root = root or Path.cwd()
-    argv, is_pytest = test_command(opts.tests, root)
+    try:
+        argv, is_pytest = build_test_command(opts.tests, root)
+    except ValueError as exc:  # an empty command, unbalanced quotes
+        click.echo(f"error: --tests: {exc}", err=True)
+        return EXIT_USAGE
     report.update(root=str(root), command=shlex.join(argv))
     workdir = Path(tempfile.mkdtemp(prefix="cachemigrate-verify-"))
     backup = Backup(list(migrated), workdir / "backup")
@@ -355,6 +359,8 @@ def verify(files: list[Path], opts: VerifyOptions) -> int:
     try:
         say(f"running the tests on the original code: {shlex.join(argv)} (in {root})")
         baseline = run_tests(argv, is_pytest, root, opts.timeout, workdir, "baseline")
+        if not baseline.problem and not baseline.outcomes and not opts.probe:
+            baseline.problem = f"the test command ran no tests (exit {baseline.returncode}): nothing would be verified"
         report["baseline"] = baseline.to_json()
         if baseline.problem:
             report["verdict"] = "baseline-failed"

@@ -7,6 +7,7 @@ from .add_parameter import AddParameter
 from .base import Action, ActionContext
 from .insert_statements import InsertStatements
 from .pass_argument import PassArgument
+from .rename_parameter import RenameParameter
 from .replace_expression import ReplaceExpression
 from .replace_statements import ReplaceStatements
 from .set_class_attribute import SetClassAttribute
@@ -23,6 +24,7 @@ ACTIONS: dict[str, type[Action]] = {
         ThreadLayerIdx,
         PassArgument,
         AddMethod,
+        RenameParameter,
     )
 }
 

@@ -19,6 +19,11 @@ class AddParameter(Action):
         "default": (str, True, "the default value as Python, e.g. \"None\""),
         "annotation": (str, False, "a type annotation as Python"),
         "unless_var_kwargs": (bool, False, "true to skip functions that take **kwargs"),
+        "upstream_after_cache": (
+            bool,
+            False,
+            "true to put the parameter right after the cache parameter with --signature upstream",
+        ),
     }
 
     @classmethod
@@ -34,9 +39,11 @@ class AddParameter(Action):
         return _Transformer(self)
 
 
-def add_parameter(params: cst.Parameters, name: str, default: str, annotation: str | None = None) -> cst.Parameters:
+def add_parameter(
+    params: cst.Parameters, name: str, default: str, annotation: str | None = None, after: str | None = None
+) -> cst.Parameters:
     """``params`` with ``name=default`` appended after the last positional-or-keyword parameter (as a
-    keyword-only one when the function takes ``*args``)."""
+    keyword-only one when the function takes ``*args``), or right after the parameter ``after``."""
     spaces = " " if annotation else ""
     param = cst.Param(
         cst.Name(name),
@@ -44,6 +51,11 @@ def add_parameter(params: cst.Parameters, name: str, default: str, annotation: s
         default=cst.parse_expression(default),
         equal=cst.AssignEqual(cst.SimpleWhitespace(spaces), cst.SimpleWhitespace(spaces)),
     )
+    names = [p.name.value for p in params.params]
+    if after in names:
+        index = names.index(after) + 1
+        param = param.with_changes(comma=params.params[index - 1].comma)
+        return params.with_changes(params=[*params.params[:index], param, *params.params[index:]])
     if isinstance(params.star_arg, cst.Param):
         return params.with_changes(kwonly_params=append_item(list(params.kwonly_params), param, _AFTER))
     return params.with_changes(params=append_item(list(params.params), param, _AFTER))
@@ -65,5 +77,8 @@ class _Transformer(Scoped):
         if action.param("unless_var_kwargs") and isinstance(params.star_kwarg, cst.Param):
             return updated_node
         action.changes += 1
-        new = add_parameter(params, action.param("name"), action.param("default"), action.param("annotation"))
+        after = None
+        if action.param("upstream_after_cache") and self.ctx.options.get("signature") == "upstream":
+            after = self.bound().get("cache")
+        new = add_parameter(params, action.param("name"), action.param("default"), action.param("annotation"), after)
         return updated_node.with_changes(params=new)

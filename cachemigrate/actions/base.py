@@ -6,7 +6,9 @@ import dataclasses
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping
 
 import libcst as cst
+import libcst.matchers as m
 
+from ..analysis import GUARD_TYPES
 from ..diagnostics import Diagnostic
 
 if TYPE_CHECKING:
@@ -27,6 +29,7 @@ class ActionContext:
     bound: Callable[[str | None], dict[str, str]]  # qualified function name -> bound holes
     format_statements: Callable[[str, int], str]  # (python code, indent depth) -> formatted code
     line_length: int = 88
+    options: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # e.g. signature, deprecation_version
     diagnostics: list[Diagnostic] = dataclasses.field(default_factory=list)
 
     def reformat(self, stmt: cst.SimpleStatementLine, depth: int) -> cst.SimpleStatementLine:
@@ -141,6 +144,12 @@ class Scoped(cst.CSTTransformer):
         return result
 
 
+# `isinstance(x, Cache)` and the like: code guarded by it already handles a Cache
+CACHE_GUARD = m.Call(
+    func=m.Name("isinstance"), args=[m.Arg(), m.Arg(m.Name(m.MatchIfTrue(lambda name: name in GUARD_TYPES)))]
+)
+
+
 def depth_of(function_qualname: str | None) -> int:
     """Indentation depth of a top-level statement in a function body (method: 2, function: 1)."""
     if function_qualname is None:
@@ -154,7 +163,9 @@ def check_holes(check: "_Checker", key: str, template: str, captured: set[str]) 
 
     unknown = holes(template) - captured - set(getattr(check, "bound_names", ()))
     if unknown:
-        raise check.fail(key, f"a template whose holes are captured or bound ({', '.join(sorted(unknown))} is not)")
+        raise check.fail(
+            key, f"a template whose holes are captured or bound ({', '.join(sorted(unknown))} is not)", template
+        )
 
 
 def _without_comment(comma: cst.Comma) -> cst.Comma:

@@ -24,6 +24,7 @@ class PassArgument(Action):
     PARAMS = {
         "name": (str, True, "the argument name (also the variable passed)"),
         "target_role": (str, True, "the role whose forward is called: attention, block or base_model"),
+        "upstream_after_cache": (bool, False, "true if the target's parameter follows its cache parameter with --signature upstream"),
     }
 
     @classmethod
@@ -45,6 +46,11 @@ class _Transformer(Scoped):
         self.targets = set(info.roles[action.param("target_role")])
         # parameters of the target forward before the new one was added (without self)
         self.arity = {len([p for p in f.params if p not in ("self", self.name)]) for f in forwards}
+        # where the new parameter sits in the target forward: last, or after the cache (--signature upstream)
+        self.slot = None
+        if self.ctx.options.get("signature") == "upstream" and action.param("upstream_after_cache"):
+            slots = {[p for p in f.params if p != "self"].index(f.cache_params[0]) + 1 for f in forwards if f.cache_params}
+            self.slot = slots.pop() if len(slots) == 1 else None
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call):
         if not self.in_function_scope() or any(
@@ -65,9 +71,12 @@ class _Transformer(Scoped):
                 self.action.changes += 1
                 self.mark_touched()
                 arg = cst.Arg(cst.Name(self.name))
-                return updated_node.with_changes(
-                    args=append_item(list(updated_node.args), arg, "whitespace_after_arg")
-                )
+                args = list(updated_node.args)
+                if self.slot is not None:
+                    index = self.slot + 1  # after the callable
+                    arg = arg.with_changes(comma=args[index - 1].comma)
+                    return updated_node.with_changes(args=[*args[:index], arg, *args[index:]])
+                return updated_node.with_changes(args=append_item(args, arg, "whitespace_after_arg"))
             self.ctx.error(
                 self.action.rule,
                 self.current_function,

@@ -5,9 +5,8 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from ..analysis import GUARD_TYPES
 from ..patterns import TemplateError, compile_expression, fill_expression, match_expression
-from .base import Action, Scoped, check_holes
+from .base import CACHE_GUARD, Action, Scoped, check_holes
 
 
 def _patterns(rule) -> list[str]:
@@ -24,6 +23,8 @@ class ReplaceExpression(Action):
 
     @classmethod
     def check_params(cls, rule, check) -> None:
+        if "patterns" in rule.params:
+            check.str_list("params.patterns")
         templates = _patterns(rule)
         if not templates:
             raise check.fail("params.pattern", "an expression template (or `patterns`, a list of them)")
@@ -43,11 +44,6 @@ class ReplaceExpression(Action):
         return _Transformer(self)
 
 
-_CACHE_GUARD = m.Call(
-    func=m.Name("isinstance"), args=[m.Arg(), m.Arg(m.Name(m.MatchIfTrue(lambda name: name in GUARD_TYPES)))]
-)
-
-
 class _Transformer(Scoped):
     """Rewrites matching expressions, except in the tuple branch of ``a if isinstance(x, Cache) else b``: that
     code is already guarded (a second run must not wrap its own output again)."""
@@ -59,7 +55,7 @@ class _Transformer(Scoped):
     def on_visit(self, node):
         if id(node) in self.guarded:
             return False
-        if isinstance(node, cst.IfExp) and m.matches(node.test, _CACHE_GUARD):
+        if isinstance(node, cst.IfExp) and m.matches(node.test, CACHE_GUARD):
             self.guarded.add(id(node.orelse))
         return super().on_visit(node)
 

@@ -7,9 +7,10 @@ for wrapping them in a new ``if``."""
 from __future__ import annotations
 
 import libcst as cst
+import libcst.matchers as m
 
-from ..patterns import TemplateError, compile_statements, match_statements
-from .base import Action, Scoped, check_holes, filled_and_formatted
+from ..patterns import TemplateError, compile_statements, holes, match_statements
+from .base import CACHE_GUARD, Action, Scoped, check_holes, filled_and_formatted
 
 
 class ReplaceStatements(Action):
@@ -22,6 +23,8 @@ class ReplaceStatements(Action):
 
     @classmethod
     def check_params(cls, rule, check) -> None:
+        if "patterns" in rule.params:
+            check.str_list("params.patterns")
         templates = _templates(rule)
         if not templates:
             raise check.fail("params.pattern", "a statement template (or `patterns`, a list of them)")
@@ -62,10 +65,18 @@ class _Transformer(Scoped):
     def __init__(self, action: ReplaceStatements) -> None:
         super().__init__(action)
         self.emptied: set[int] = set()
+        self.wraps = "matched" in holes(action.replacement)
+        self.guarded: set[int] = set()  # else-blocks of `if isinstance(x, <Cache class>)`
+
+    def visit_If(self, node: cst.If) -> None:
+        # a replacement that wraps the matched code in `if isinstance(...): ... else: {matched}` must not wrap it
+        # again on a second run
+        if self.wraps and isinstance(node.orelse, cst.Else) and m.matches(node.test, CACHE_GUARD):
+            self.guarded.add(id(node.orelse.body))
 
     def leave_IndentedBlock(self, original_node, updated_node):
         depth = self.depth  # Scoped counts blocks; this block's statements sit at this depth
-        if not self.in_function_scope():
+        if not self.in_function_scope() or id(original_node) in self.guarded:
             return updated_node
         action: ReplaceStatements = self.action
         bound = self.bound()
@@ -78,7 +89,9 @@ class _Transformer(Scoped):
                 captures = match_statements(pattern, body, index, bound)
                 if captures is not None:
                     # {matched}: the matched statements themselves, verbatim, to wrap them
-                    captures["matched"] = tuple(body[index : index + len(pattern.matchers)])
+                    matched = list(body[index : index + len(pattern.matchers)])
+                    matched[0] = matched[0].with_changes(leading_lines=[])  # they go before the replacement
+                    captures["matched"] = tuple(matched)
                     replacement = action.build({**bound, **captures}, depth)
                     if replacement and body[index].leading_lines:
                         replacement[0] = replacement[0].with_changes(leading_lines=body[index].leading_lines)
