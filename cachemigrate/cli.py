@@ -68,7 +68,9 @@ def _verify_options(command):
     return command
 
 
-def _run_verify(paths, era, tier, rules, jobs, line_length, report, quiet, tests, probe, keep, timeout) -> None:
+def _run_verify(
+    paths, era, tier, rules, jobs, line_length, report, quiet, tests, probe, keep, timeout, **engine_options
+) -> None:
     """Migrate PATHS with the fork's tests as the judge (see :mod:`cachemigrate.verify`); exits."""
     from .verify import VerifyOptions, verify
 
@@ -79,7 +81,7 @@ def _run_verify(paths, era, tier, rules, jobs, line_length, report, quiet, tests
         files = collect(list(paths), config.include, config.exclude)
     except (RuleError, FileNotFoundError) as exc:
         _fail(str(exc))
-    engine = Options(tier=tier, line_length=line_length)
+    engine = Options(tier=tier, line_length=line_length, **engine_options)  # the same engine options as migrate
     jobs = jobs or config.jobs
     options = VerifyOptions(era, tier, rule_dirs, engine, jobs, tests, probe, keep, timeout, report, quiet)
     sys.exit(verify(files, options))
@@ -134,7 +136,10 @@ def migrate(
     if verify:
         if show_diff or check:
             _fail("--verify writes the files; it cannot be combined with --diff or --check")
-        _run_verify(paths, era, tier, rules, jobs, line_length, report, quiet, tests, probe, keep, timeout)
+        engine_options = dict(signature=signature, deprecation_version=deprecation_version)
+        _run_verify(
+            paths, era, tier, rules, jobs, line_length, report, quiet, tests, probe, keep, timeout, **engine_options
+        )
     config, era, tier, rule_dirs, line_length = _settings(paths, era, tier, rules, line_length)
     era = _resolve_era(era, quiet)
     try:
@@ -209,15 +214,22 @@ def migrate(
 @click.option("--line-length", type=int, default=None, help="Line length for inserted code (default: pyproject).")
 @click.option("--report", type=click.Path(path_type=Path), default=None, help="Write a JSON report here.")
 @click.option("--quiet", "-q", is_flag=True, help="Only diagnostics, errors and the verdict.")
+@click.option("--signature", type=click.Choice(["end", "upstream"]), default="end", help="As for migrate.")
+@click.option("--deprecation-version", default=None, help="As for migrate.")
 @_verify_options
-def verify_command(paths, era, tier, rules, jobs, line_length, report, quiet, tests, probe, keep, timeout) -> None:
+def verify_command(
+    paths, era, tier, rules, jobs, line_length, report, quiet, signature, deprecation_version, tests, probe, keep, timeout
+) -> None:
     """Migrate PATHS, run the fork's tests before and after, and restore the originals if a passing test breaks.
 
     Exit 0: no test regressed (the migration is kept). 1: a regression, a timeout or a probe failure (the
     originals are restored unless --keep), or files left unchanged with diagnostics. 2: the tests cannot run on
     the original code. Ctrl-C or SIGTERM restores the originals and exits 130 or 143.
     """
-    _run_verify(paths, era, tier, rules, jobs, line_length, report, quiet, tests, probe, keep, timeout)
+    engine_options = dict(signature=signature, deprecation_version=deprecation_version)
+    _run_verify(
+        paths, era, tier, rules, jobs, line_length, report, quiet, tests, probe, keep, timeout, **engine_options
+    )
 
 
 @main.command("rules")

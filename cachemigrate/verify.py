@@ -76,6 +76,7 @@ class SuiteRun:
         return counts
 
     def to_json(self) -> dict:
+        """Counts, exit status, duration and problem, for the report."""
         seconds = round(self.seconds, 2)
         return {"counts": self.counts(), "returncode": self.returncode, "seconds": seconds, "problem": self.problem}
 
@@ -235,17 +236,19 @@ class Backup:
         """Put back, atomically, every file whose bytes differ from the original; returns those restored."""
         restored = []
         for path, data in self.originals.items():
-            if not path.exists() or path.read_bytes() != data:
-                if path.exists():  # text written with newline="" is the exact bytes (the engine reads UTF-8 only)
-                    write_atomically(path, data.decode("utf-8"))
-                else:
-                    path.write_bytes(data)
-                restored.append(path)
+            if not path.exists():
+                path.write_bytes(data)
+            elif path.read_bytes() != data:  # text written with newline="" is the exact bytes (the engine reads UTF-8)
+                write_atomically(path, data.decode("utf-8"))
+            else:
+                continue
+            restored.append(path)
         return restored
 
 
 def _raise_interrupted(signum, frame) -> None:
-    for sig in (signal.SIGINT, signal.SIGTERM):  # one signal is enough: a second must not break the restore
+    """The SIGINT/SIGTERM handler: ignore further signals, then unwind through the restoring ``finally``."""
+    for sig in (signal.SIGINT, signal.SIGTERM):  # a second signal must not break the restore
         signal.signal(sig, signal.SIG_IGN)
     raise Interrupted(signum)
 
@@ -284,25 +287,26 @@ def run_probes(paths: list[Path], backup: Backup, workdir: Path) -> dict[str, li
 
 def format_regressions(regressions: list[Regression]) -> str:
     """Plain-text table of the regressed tests, each followed by the first lines of its failure."""
-    header = ("test", "before", "after")
-    widths = [
-        max(len(row[i]) for row in [header, *((r.test, r.before, r.after) for r in regressions)]) for i in range(3)
-    ]
-    lines = [
-        "  ".join(cell.ljust(width) for cell, width in zip(header, widths)).rstrip(),
-        "  ".join("-" * w for w in widths),
-    ]
-    for r in regressions:
-        lines.append("  ".join(cell.ljust(width) for cell, width in zip((r.test, r.before, r.after), widths)).rstrip())
-        lines.extend(f"    {line}" for line in r.message.splitlines())
+    rows = [("test", "before", "after"), *((r.test, r.before, r.after) for r in regressions)]
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+
+    def line(cells) -> str:
+        return "  ".join(cell.ljust(width) for cell, width in zip(cells, widths)).rstrip()
+
+    lines = [line(rows[0]), "  ".join("-" * width for width in widths)]
+    for regression, row in zip(regressions, rows[1:]):
+        lines.append(line(row))
+        lines.extend(f"    {text}" for text in regression.message.splitlines())
     return "\n".join(lines)
 
 
 def _plain(value):
+    """A Regression as a dict for the JSON report; anything else as it is."""
     return dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value
 
 
 def _summary(run_: SuiteRun) -> str:
+    """``10 passed, 2 failed (8.1s)``."""
     counts = ", ".join(f"{n} {status}" for status, n in run_.counts().items() if n) or "no tests"
     return f"{counts} ({run_.seconds:.1f}s)"
 
@@ -361,10 +365,12 @@ def verify(files: list[Path], opts: VerifyOptions) -> int:
         baseline = run_tests(argv, is_pytest, root, opts.timeout, workdir, "baseline")
         if not baseline.problem and not baseline.outcomes and not opts.probe:
             baseline.problem = f"the test command ran no tests (exit {baseline.returncode}): nothing would be verified"
+        elif not is_pytest and baseline.returncode != 0:  # one pass/fail outcome: a failing one verifies nothing
+            baseline.problem = f"the test command fails on the original code (exit {baseline.returncode})"
         report["baseline"] = baseline.to_json()
         if baseline.problem:
             report["verdict"] = "baseline-failed"
-            message = f"error: the tests cannot run on the original code: {baseline.problem}\n{baseline.log_tail}"
+            message = f"error: cannot verify; the tests on the original code: {baseline.problem}\n{baseline.log_tail}"
             return EXIT_USAGE
         say(f"baseline: {_summary(baseline)}")
         for path, text in migrated.items():
