@@ -217,8 +217,26 @@ def apply_rules(
     applied: dict[str, int] = {}
     found: list[Diagnostic] = []
     imports: list[str] = []
+    undetermined: set[str] = set()  # facts a required rule needed that the file did not show (reported once)
     for rule in rules:
         if not _when_holds(rule, facts):
+            missing = sorted(set(rule.when) - set(facts) - undetermined)
+            functions, _ = _functions_in_scope(info, rule.role, rule.functions)
+            if rule.required and missing and functions:
+                # e.g. the legacy layout of a layer's cache: without it no rule returns the cache as a tuple
+                undetermined.update(missing)
+                line, column = locate(info.functions[sorted(functions)[0]].node)
+                found.append(
+                    Diagnostic(
+                        path,
+                        line,
+                        column,
+                        codes.RULE_NOT_APPLIED,
+                        f"{rule.id} ({rule.name}) cannot tell whether it applies: no statement of the file shows its "
+                        f"{', '.join(f'`{fact}`' for fact in missing)} (a fact of {era.path.name}); expected "
+                        f"{rule.description[0].lower() + rule.description[1:]}",
+                    )
+                )
             continue
         functions, classes = _functions_in_scope(info, rule.role, rule.functions)
         if not functions and not classes:

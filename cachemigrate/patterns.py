@@ -163,9 +163,25 @@ def compile_statements(template: str) -> Pattern:
 
 
 def _same_code(a: object, b: object) -> bool:
+    """The two captures are the same code, layout (whitespace, comments, parentheses) aside."""
     if isinstance(a, tuple) or isinstance(b, tuple):
-        return isinstance(a, tuple) and isinstance(b, tuple) and [code_of(x) for x in a] == [code_of(y) for y in b]
-    return code_of(a) == code_of(b)
+        return (
+            isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b) and all(map(_same_code, a, b))
+        )
+    if code_of(a) == code_of(b):
+        return True
+    return isinstance(a, cst.CSTNode) and isinstance(b, cst.CSTNode) and m.matches(b, _Compiler().compile(a))
+
+
+def _is_bound_value(node: object, value: str) -> bool:
+    """The capture is the bound value (a name or expression such as ``self.h``), layout aside."""
+    if code_of(node) == value:
+        return True
+    try:
+        expected = cst.parse_expression(value)
+    except cst.ParserSyntaxError:
+        return False
+    return _same_code(expected, node)
 
 
 def code_of(node: cst.CSTNode) -> str:
@@ -187,7 +203,7 @@ def _merge(pattern: Pattern, raw: Mapping[str, object], bound: Mapping[str, str]
         for index in range(1, count):
             if not _same_code(first, raw[f"{name}#{index}"]):
                 return None
-        if name in bound and code_of(first) != bound[name]:
+        if name in bound and not _is_bound_value(first, bound[name]):
             return None
         captures[name] = first
     return captures
@@ -225,6 +241,11 @@ def match_statements(
 class _Filler(cst.CSTTransformer):
     def __init__(self, values: Mapping[str, cst.CSTNode]) -> None:
         self.values = values
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> bool:
+        # a hole standing alone as a statement and holding statements is replaced whole on leave, not name by name
+        hole = _statement_hole(node)
+        return hole is None or isinstance(self.values.get(hole), cst.BaseExpression)
 
     def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.BaseExpression:
         name = _hole_of(original_node.value)

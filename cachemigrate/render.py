@@ -34,8 +34,6 @@ def format_file(code: str, line_length: int) -> str:
 
 
 def unified_diff(path: str, before: str, after: str) -> str:
-    return "".join(
-        difflib.unified_diff(
-            before.splitlines(keepends=True), after.splitlines(keepends=True), f"a/{path}", f"b/{path}"
-        )
-    )
+    """A unified diff; relative paths get git's a/ and b/ prefixes (so ``git apply`` takes it)."""
+    old, new = (path, path) if path.startswith("/") else (f"a/{path}", f"b/{path}")
+    return "".join(difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True), old, new))

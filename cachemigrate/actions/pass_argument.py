@@ -66,6 +66,8 @@ class _Transformer(Scoped):
             arg = cst.Arg(cst.Name(self.name), keyword=cst.Name(self.name), equal=equal)
             return updated_node.with_changes(args=append_item(list(updated_node.args), arg, "whitespace_after_arg"))
         if m.matches(updated_node, _GC_CALL) and all(a.keyword is None for a in updated_node.args):
+            if any(m.matches(a.value, m.Name(self.name)) for a in updated_node.args):
+                return updated_node  # already passed positionally (a second run changes nothing)
             positional = len(updated_node.args) - 1  # the first argument is the callable
             if positional in self.arity:
                 self.action.changes += 1

@@ -46,6 +46,10 @@ def _uses_name(node: cst.FunctionDef, name: str) -> bool:
     return any(id(n) not in keywords | attributes for n in m.findall(node, m.Name(name)))
 
 
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module(body=[]).code_for_node(node)
+
+
 def _decorator(old: str, new: str, version: str) -> cst.Decorator:
     return cst.Decorator(
         cst.parse_expression(
@@ -106,8 +110,10 @@ class _Transformer(Scoped):
         self._call_targets_role = self._targets_role(node.func)
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call):
-        if self._call_targets_role and any(
-            a.keyword is not None and a.keyword.value == self.old for a in original_node.args
+        if (
+            self._call_targets_role
+            and self.old != self.new
+            and any(a.keyword is not None and a.keyword.value == self.old for a in original_node.args)
         ):
             self.action.changes += 1
         self._call_targets_role = self._stack.pop()
@@ -148,6 +154,8 @@ class _Transformer(Scoped):
                 f"cannot rename `{self.old}` to `{self.new}` in {self.current_function}: `{self.new}` is already used there",
             )
             return updated_node
+        if self.old == self.new and _code(updated_node.params) == _code(original_node.params):
+            return updated_node  # the annotation was already there: nothing changed
         self.action.changes += 1
         if self.action.param("deprecate") and self.old != self.new:
             version = self.ctx.options.get("deprecation_version") or self.action.param("version")
