@@ -73,7 +73,12 @@ def run_one(args) -> dict:
 
                 cache = StaticCache(config=config, max_batch_size=args.batch, max_cache_len=total, device=device,
                                     dtype=torch.float32)  # fmt: skip
-                out = model(prompt, past_key_values=cache, use_cache=True, cache_position=torch.arange(args.prompt, device=device))
+                out = model(
+                    prompt,
+                    past_key_values=cache,
+                    use_cache=True,
+                    cache_position=torch.arange(args.prompt, device=device),
+                )
             elif args.path == "dynamic":
                 from transformers.cache_utils import DynamicCache
 

@@ -400,7 +400,9 @@ def _assign_roles(classes: dict[str, ClassInfo]) -> dict[str, list[str]]:
                 pretrained.append(base)
 
     def derives(c: ClassInfo, roots: list[str], seen: frozenset = frozenset()) -> bool:
-        return any(b in roots or (b in classes and b not in seen and derives(classes[b], roots, seen | {b})) for b in c.bases)
+        return any(
+            b in roots or (b in classes and b not in seen and derives(classes[b], roots, seen | {b})) for b in c.bases
+        )
 
     heads = [
         c.name

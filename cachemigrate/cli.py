@@ -147,9 +147,7 @@ def migrate(
         files = collect(list(paths), config.include, config.exclude)
     except (RuleError, FileNotFoundError) as exc:
         _fail(str(exc))
-    options = Options(
-        tier=tier, line_length=line_length, signature=signature, deprecation_version=deprecation_version
-    )
+    options = Options(tier=tier, line_length=line_length, signature=signature, deprecation_version=deprecation_version)
     started = time.perf_counter()
     counts = {"migrated": 0, "clean": 0, "failed": 0, "error": 0}
     would_change = 0
@@ -174,7 +172,9 @@ def migrate(
             elif not check:
                 write_atomically(Path(result.path), result.migrated)
         if not quiet:
-            verb = {"migrated": "would migrate" if (check or show_diff) else "migrated"}.get(result.status, result.status)
+            verb = {"migrated": "would migrate" if (check or show_diff) else "migrated"}.get(
+                result.status, result.status
+            )
             click.echo(f"[{done}/{len(files)}] {result.path}: {verb} ({result.seconds:.1f}s)", err=True)
 
     for _ in run(files, era, rule_dirs, options, jobs or config.jobs, on_result=handle):
@@ -218,7 +218,20 @@ def migrate(
 @click.option("--deprecation-version", default=None, help="As for migrate.")
 @_verify_options
 def verify_command(
-    paths, era, tier, rules, jobs, line_length, report, quiet, signature, deprecation_version, tests, probe, keep, timeout
+    paths,
+    era,
+    tier,
+    rules,
+    jobs,
+    line_length,
+    report,
+    quiet,
+    signature,
+    deprecation_version,
+    tests,
+    probe,
+    keep,
+    timeout,
 ) -> None:
     """Migrate PATHS, run the fork's tests before and after, and restore the originals if a passing test breaks.
 

@@ -16,11 +16,11 @@ else:  # pragma: no cover
 from .rules import TIERS
 
 KEYS = {
-    "era": (str, "an era name such as \"4.52\", or \"auto\""),
+    "era": (str, 'an era name such as "4.52", or "auto"'),
     "tier": (str, f"one of {', '.join(TIERS)}"),
     "rules": (list, "a list of rule directories, relative to pyproject.toml"),
     "line-length": (int, "an integer"),
-    "include": (list, "a list of glob patterns, e.g. [\"modeling_*.py\"]"),
+    "include": (list, 'a list of glob patterns, e.g. ["modeling_*.py"]'),
     "exclude": (list, "a list of glob patterns"),
     "jobs": (int, "an integer"),
 }
@@ -73,9 +73,13 @@ def load_config(pyproject: Path | None) -> Config:
         if not isinstance(value, kind) or isinstance(value, bool):
             raise ConfigError(f"{pyproject}: [tool.cachemigrate] key `{key}`: expected {expected}; got {value!r}")
     if "tier" in section and section["tier"] not in TIERS:
-        raise ConfigError(f"{pyproject}: [tool.cachemigrate] key `tier`: expected {KEYS['tier'][1]}; got {section['tier']!r}")
-    line_length = section.get("line-length") or tool.get("black", {}).get("line-length") or tool.get("ruff", {}).get(
-        "line-length"
+        raise ConfigError(
+            f"{pyproject}: [tool.cachemigrate] key `tier`: expected {KEYS['tier'][1]}; got {section['tier']!r}"
+        )
+    line_length = (
+        section.get("line-length")
+        or tool.get("black", {}).get("line-length")
+        or tool.get("ruff", {}).get("line-length")
     )
     base = pyproject.parent
     return Config(

@@ -225,16 +225,14 @@ def apply_rules(
             if rule.required and missing and functions:
                 # e.g. the legacy layout of a layer's cache: without it no rule returns the cache as a tuple
                 undetermined.update(missing)
-                line, column = locate(info.functions[sorted(functions)[0]].node)
+                facts_text = ", ".join(f"`{fact}`" for fact in missing)
                 found.append(
-                    Diagnostic(
+                    _not_applied(
+                        rule,
                         path,
-                        line,
-                        column,
-                        codes.RULE_NOT_APPLIED,
-                        f"{rule.id} ({rule.name}) cannot tell whether it applies: no statement of the file shows its "
-                        f"{', '.join(f'`{fact}`' for fact in missing)} (a fact of {era.path.name}); expected "
-                        f"{rule.description[0].lower() + rule.description[1:]}",
+                        locate(info.functions[sorted(functions)[0]].node),
+                        f"cannot tell whether it applies: no statement of the file shows its {facts_text} "
+                        f"(a fact of {era.path.name})",
                     )
                 )
             continue
@@ -259,20 +257,20 @@ def apply_rules(
             applied[rule.id] = action.changes
             imports.extend(name for name in rule.imports if name not in imports)
         elif rule.required and functions:
-            first = sorted(functions)[0]
-            line, column = locate(info.functions[first].node)
+            where = locate(info.functions[sorted(functions)[0]].node)
             found.append(
-                Diagnostic(
-                    path,
-                    line,
-                    column,
-                    codes.RULE_NOT_APPLIED,
-                    f"{rule.id} ({rule.name}) found nothing to rewrite in {', '.join(sorted(functions))}: "
-                    f"expected {rule.description[0].lower() + rule.description[1:]}"
-                    + (f". {rule.explain}" if rule.explain else ""),
-                )
+                _not_applied(rule, path, where, f"found nothing to rewrite in {', '.join(sorted(functions))}")
             )
     return _add_imports(module, era, imports), applied, found
+
+
+def _not_applied(rule: Rule, path: str, where: tuple[int, int], why: str) -> Diagnostic:
+    """CM901: a required rule could not be applied; says what it expected and, if the rule explains, what to do."""
+    expected = rule.description[0].lower() + rule.description[1:]
+    explain = f". {rule.explain}" if rule.explain else ""
+    return Diagnostic(
+        path, *where, codes.RULE_NOT_APPLIED, f"{rule.id} ({rule.name}) {why}: expected {expected}{explain}"
+    )
 
 
 def _leftover_diagnostics(before: ModuleInfo, after: ModuleInfo, path: str, locate: Locator) -> list[Diagnostic]:

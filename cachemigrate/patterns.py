@@ -165,9 +165,7 @@ def compile_statements(template: str) -> Pattern:
 def _same_code(a: object, b: object) -> bool:
     """The two captures are the same code, layout (whitespace, comments, parentheses) aside."""
     if isinstance(a, tuple) or isinstance(b, tuple):
-        return (
-            isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b) and all(map(_same_code, a, b))
-        )
+        return isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b) and all(map(_same_code, a, b))
     if code_of(a) == code_of(b):
         return True
     return isinstance(a, cst.CSTNode) and isinstance(b, cst.CSTNode) and m.matches(b, _Compiler().compile(a))

@@ -197,10 +197,10 @@ def load_era(path: Path) -> Era:
             )
         )
     return Era(
-        name=check.get("era", str, "the era name as a string, e.g. \"4.52\""),
-        runtime=check.get("runtime", str, "a version range string, e.g. \">=4.42,<4.54\""),
+        name=check.get("era", str, 'the era name as a string, e.g. "4.52"'),
+        runtime=check.get("runtime", str, 'a version range string, e.g. ">=4.42,<4.54"'),
         cache_names=check.str_list("cache_names"),
-        cache_module=check.get("cache_module", str, "a module name, e.g. \"cache_utils\""),
+        cache_module=check.get("cache_module", str, 'a module name, e.g. "cache_utils"'),
         facts=tuple(facts),
         path=path,
     )
@@ -212,9 +212,9 @@ def load_rule(path: Path, era: Era) -> Rule:
     data = _read_toml(path)
     check = _Checker(path, data)
     check.unknown(_RULE_KEYS)
-    rule_id = check.get("id", str, "an id like \"CM001\"")
+    rule_id = check.get("id", str, 'an id like "CM001"')
     if not _ID.match(rule_id):
-        raise check.fail("id", "an id of 2-4 capital letters and 3 digits, like \"CM001\"", rule_id)
+        raise check.fail("id", 'an id of 2-4 capital letters and 3 digits, like "CM001"', rule_id)
     action_name = check.choice("action", tuple(sorted(ACTIONS)))
     rule_era = check.get("era", str, f"the era of its directory, {era.name!r}")
     if rule_era != era.name:

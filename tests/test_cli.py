@@ -40,8 +40,8 @@ def test_diff_prints_a_unified_diff_and_writes_nothing(project):
     assert project.read_bytes() == BEFORE.read_bytes()
     diff = result.stdout
     header = [line for line in diff.splitlines() if line.startswith(("--- ", "+++ "))]
-    assert len(header) == 2 and header[0].startswith("--- a/") and header[1].startswith("+++ b/")
-    assert all(line.endswith(str(project).lstrip("/")) for line in header)
+    # an absolute path is named as it is; a relative one gets git's a/ and b/ prefixes
+    assert header == [f"--- {project}", f"+++ {project}"]
     assert "\n-            past_k, past_v = layer_past\n" in diff
     assert "\n+            k, v = layer_past.update(k, v, self.layer_idx)\n" in diff
     assert "\n+from transformers.cache_utils import Cache, DynamicCache\n" in diff
@@ -284,3 +284,11 @@ def test_jobs_2_gives_the_same_files_as_jobs_1(tmp_path):
     assert outputs[1] == outputs[2]
     assert outputs[1]["modeling_weird.py"] == WEIRD.read_bytes()
     assert b"DynamicCache" in outputs[1]["modeling_lark.py"] and b"DynamicCache" in outputs[1]["modeling_heron.py"]
+
+
+def test_diff_of_a_relative_path_has_git_prefixes(project, monkeypatch):
+    monkeypatch.chdir(project.parent)
+    result = cli("migrate", "--era", "4.52", "--diff", project.name)
+    assert result.exit_code == 0, result.output
+    header = [line for line in result.stdout.splitlines() if line.startswith(("--- ", "+++ "))]
+    assert header == [f"--- a/{project.name}", f"+++ b/{project.name}"]

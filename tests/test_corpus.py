@@ -147,8 +147,7 @@ def test_migrate_path_does_not_import_torch(tmp_path):
     source = MODELS / "gpt2" / "modeling_gpt2.py"
     copy = tmp_path / source.name
     shutil.copy(source, copy)
-    script = textwrap.dedent(
-        f"""
+    script = textwrap.dedent(f"""
         import sys
         from cachemigrate.cli import main
         try:
@@ -157,7 +156,6 @@ def test_migrate_path_does_not_import_torch(tmp_path):
             assert exit.code in (0, None), exit.code
         loaded = sorted(m for m in ("torch", "transformers") if m in sys.modules)
         assert not loaded, loaded
-        """
-    )
+        """)
     subprocess.run([sys.executable, "-c", script], check=True)
     assert "DynamicCache" in copy.read_text()

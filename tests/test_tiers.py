@@ -62,8 +62,17 @@ def test_static_and_upstream_tiers_pass_every_probe_check(migrated, name, tier):
     table = format_table(list(results.values()))
     assert not [r for r in results.values() if r.status in ("fail", "error")], table
     # the static checks and the dynamic-tier checks really ran
-    for check in ("static_generate", "static_compile", "tuple_in_tuple_out", "dynamic_cache_in_same_object",
-                  "generate_greedy", "generate_beam", "jit_trace_tuple", "positional_call", "gradient_checkpointing"):
+    for check in (
+        "static_generate",
+        "static_compile",
+        "tuple_in_tuple_out",
+        "dynamic_cache_in_same_object",
+        "generate_greedy",
+        "generate_beam",
+        "jit_trace_tuple",
+        "positional_call",
+        "gradient_checkpointing",
+    ):
         assert results[check].status == "pass", table
 
 
@@ -134,8 +143,11 @@ def test_signature_upstream_puts_cache_position_after_the_cache(migrated):
     assert result.status == "migrated", [str(d) for d in result.diagnostics]
     module = _load(target)
     try:
-        for cls, cache in ((module.GPT2Attention, "past_key_value"), (module.GPT2Block, "past_key_value"),
-                           (module.GPT2Model, "past_key_values")):
+        for cls, cache in (
+            (module.GPT2Attention, "past_key_value"),
+            (module.GPT2Block, "past_key_value"),
+            (module.GPT2Model, "past_key_values"),
+        ):
             names = list(inspect.signature(cls.forward).parameters)
             assert names[names.index(cache) + 1] == "cache_position", (cls.__name__, names)
     finally:

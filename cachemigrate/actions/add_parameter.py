@@ -16,7 +16,7 @@ class AddParameter(Action):
     name = "add_parameter"
     PARAMS = {
         "name": (str, True, "the parameter name"),
-        "default": (str, True, "the default value as Python, e.g. \"None\""),
+        "default": (str, True, 'the default value as Python, e.g. "None"'),
         "annotation": (str, False, "a type annotation as Python"),
         "unless_var_kwargs": (bool, False, "true to skip functions that take **kwargs"),
         "upstream_after_cache": (

@@ -230,3 +230,22 @@ def filled_and_formatted(ctx: ActionContext, template: str, values: Mapping, dep
         return filled
     code = ctx.format_statements(cst.Module(body=filled).code, depth)
     return list(cst.parse_module(code).body)
+
+
+def rule_templates(rule: "Rule") -> list:
+    """The rule's ``patterns`` list and single ``pattern``, together."""
+    return list(rule.params.get("patterns", [])) + ([rule.params["pattern"]] if "pattern" in rule.params else [])
+
+
+def calls_role_module(ctx: ActionContext, current_class: str | None, func: cst.BaseExpression, targets: set) -> bool:
+    """``func`` calls a module of one of the ``targets`` classes: ``self.<attr>`` built from such a class in
+    ``__init__``, or a local variable (the block of the layer loop) in a class holding a ModuleList of them. A
+    module-level name (an output class, a function) never is."""
+    owner = ctx.info.classes.get(current_class) if current_class else None
+    if owner is None:
+        return False
+    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+        return owner.submodules.get(func.attr.value) in targets
+    if isinstance(func, cst.Name) and func.value not in ctx.info.globals:
+        return bool(set(owner.module_lists.values()) & targets)
+    return False

@@ -14,7 +14,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..patterns import code_of
-from .base import Action, Scoped, append_item
+from .base import Action, Scoped, append_item, calls_role_module
 
 _GC_CALL = m.Call(func=m.Attribute(value=m.Name("self"), attr=m.Name("_gradient_checkpointing_func")))
 
@@ -24,7 +24,11 @@ class PassArgument(Action):
     PARAMS = {
         "name": (str, True, "the argument name (also the variable passed)"),
         "target_role": (str, True, "the role whose forward is called: attention, block or base_model"),
-        "upstream_after_cache": (bool, False, "true if the target's parameter follows its cache parameter with --signature upstream"),
+        "upstream_after_cache": (
+            bool,
+            False,
+            "true if the target's parameter follows its cache parameter with --signature upstream",
+        ),
     }
 
     @classmethod
@@ -49,7 +53,9 @@ class _Transformer(Scoped):
         # where the new parameter sits in the target forward: last, or after the cache (--signature upstream)
         self.slot = None
         if self.ctx.options.get("signature") == "upstream" and action.param("upstream_after_cache"):
-            slots = {[p for p in f.params if p != "self"].index(f.cache_params[0]) + 1 for f in forwards if f.cache_params}
+            slots = {
+                [p for p in f.params if p != "self"].index(f.cache_params[0]) + 1 for f in forwards if f.cache_params
+            }
             self.slot = slots.pop() if len(slots) == 1 else None
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call):
@@ -58,7 +64,7 @@ class _Transformer(Scoped):
         ):
             return updated_node
         equal = cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))
-        if self._calls_target(updated_node.func) and any(
+        if calls_role_module(self.ctx, self.current_class, updated_node.func, self.targets) and any(
             a.keyword is not None and a.keyword.value in self.keywords for a in updated_node.args
         ):
             self.action.changes += 1
@@ -87,10 +93,3 @@ class _Transformer(Scoped):
                 f"{'/'.join(map(str, sorted(self.arity)))}; pass the arguments by keyword first",
             )
         return updated_node
-
-    def _calls_target(self, func: cst.BaseExpression) -> bool:
-        info = self.ctx.info
-        if m.matches(func, m.Attribute(value=m.Name("self"), attr=m.Name())):
-            owner = info.classes.get(self.current_class)
-            return owner is not None and owner.submodules.get(func.attr.value) in self.targets
-        return isinstance(func, cst.Name) and func.value not in info.globals

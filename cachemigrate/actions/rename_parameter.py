@@ -12,7 +12,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..patterns import TemplateError, parse_expression
-from .base import Action, Scoped
+from .base import Action, Scoped, calls_role_module
 
 
 class RenameParameter(Action):
@@ -33,7 +33,7 @@ class RenameParameter(Action):
             except TemplateError as exc:
                 raise check.fail("params.annotation", f"a Python expression ({exc})") from None
         if rule.params.get("deprecate") and "version" not in rule.params:
-            raise check.fail("params.version", "a version string such as \"4.56.0\" when `deprecate = true`")
+            raise check.fail("params.version", 'a version string such as "4.56.0" when `deprecate = true`')
 
     def transformer(self) -> cst.CSTTransformer:
         return _Transformer(self)
@@ -107,7 +107,7 @@ class _Transformer(Scoped):
 
     def visit_Call(self, node: cst.Call) -> None:
         self._stack.append(self._call_targets_role)
-        self._call_targets_role = self._targets_role(node.func)
+        self._call_targets_role = calls_role_module(self.ctx, self.current_class, node.func, self.targets)
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call):
         if (
@@ -118,17 +118,6 @@ class _Transformer(Scoped):
             self.action.changes += 1
         self._call_targets_role = self._stack.pop()
         return updated_node
-
-    def _targets_role(self, func: cst.BaseExpression) -> bool:
-        info = self.ctx.info
-        if m.matches(func, m.Attribute(value=m.Name("self"), attr=m.Name())):
-            owner = info.classes.get(self.current_class)
-            return owner is not None and owner.submodules.get(func.attr.value) in self.targets
-        if isinstance(func, cst.Name) and func.value not in info.globals:
-            # a local module, e.g. the block of the layer loop: only in a class that holds a list of the role
-            owner = info.classes.get(self.current_class)
-            return owner is not None and bool(set(owner.module_lists.values()) & self.targets)
-        return False
 
     def leave_Param(self, original_node: cst.Param, updated_node: cst.Param):
         if len(self.function_stack) != 1 or not self.in_function_scope() or original_node.name.value != self.old:

@@ -6,17 +6,13 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..patterns import TemplateError, compile_expression, fill_expression, match_expression
-from .base import CACHE_GUARD, Action, Scoped, check_holes
-
-
-def _patterns(rule) -> list[str]:
-    return list(rule.params.get("patterns", [])) + ([rule.params["pattern"]] if "pattern" in rule.params else [])
+from .base import CACHE_GUARD, Action, Scoped, check_holes, rule_templates
 
 
 class ReplaceExpression(Action):
     name = "replace_expression"
     PARAMS = {
-        "pattern": (str, False, "an expression template, e.g. \"{cache}[0][0].size(-2)\""),
+        "pattern": (str, False, 'an expression template, e.g. "{cache}[0][0].size(-2)"'),
         "patterns": (list, False, "a list of expression templates"),
         "replacement": (str, True, "an expression template using the pattern's holes"),
     }
@@ -25,7 +21,7 @@ class ReplaceExpression(Action):
     def check_params(cls, rule, check) -> None:
         if "patterns" in rule.params:
             check.str_list("params.patterns")
-        templates = _patterns(rule)
+        templates = rule_templates(rule)
         if not templates:
             raise check.fail("params.pattern", "an expression template (or `patterns`, a list of them)")
         for template in templates:
@@ -37,7 +33,7 @@ class ReplaceExpression(Action):
 
     def __init__(self, rule, ctx) -> None:
         super().__init__(rule, ctx)
-        self.patterns = [compile_expression(t) for t in _patterns(rule)]
+        self.patterns = [compile_expression(t) for t in rule_templates(rule)]
         self.types = {type(p.matchers[0]).__name__ for p in self.patterns}
 
     def transformer(self) -> cst.CSTTransformer:

@@ -10,7 +10,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..patterns import TemplateError, compile_statements, holes, match_statements
-from .base import CACHE_GUARD, Action, Scoped, check_holes, filled_and_formatted
+from .base import CACHE_GUARD, Action, Scoped, check_holes, filled_and_formatted, rule_templates
 
 
 class ReplaceStatements(Action):
@@ -18,14 +18,14 @@ class ReplaceStatements(Action):
     PARAMS = {
         "pattern": (str, False, "statement template(s) to find"),
         "patterns": (list, False, "a list of statement templates; the first that matches wins"),
-        "replacement": (str, True, "statement template using the pattern's holes (\"\" removes the statements)"),
+        "replacement": (str, True, 'statement template using the pattern\'s holes ("" removes the statements)'),
     }
 
     @classmethod
     def check_params(cls, rule, check) -> None:
         if "patterns" in rule.params:
             check.str_list("params.patterns")
-        templates = _templates(rule)
+        templates = rule_templates(rule)
         if not templates:
             raise check.fail("params.pattern", "a statement template (or `patterns`, a list of them)")
         for template in templates:
@@ -42,7 +42,7 @@ class ReplaceStatements(Action):
 
     def __init__(self, rule, ctx) -> None:
         super().__init__(rule, ctx)
-        self.patterns = [compile_statements(t) for t in _templates(rule)]
+        self.patterns = [compile_statements(t) for t in rule_templates(rule)]
         self.replacement = rule.params["replacement"]
 
     def transformer(self) -> cst.CSTTransformer:
@@ -52,10 +52,6 @@ class ReplaceStatements(Action):
         if not self.replacement.strip():
             return []
         return filled_and_formatted(self.ctx, self.replacement, captures, depth)
-
-
-def _templates(rule) -> list[str]:
-    return list(rule.params.get("patterns", [])) + ([rule.params["pattern"]] if "pattern" in rule.params else [])
 
 
 _EMPTIED = object()

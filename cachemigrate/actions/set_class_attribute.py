@@ -16,7 +16,7 @@ class SetClassAttribute(Action):
     name = "set_class_attribute"
     PARAMS = {
         "name": (str, True, "the attribute name"),
-        "value": (str, True, "the value as Python, e.g. \"True\""),
+        "value": (str, True, 'the value as Python, e.g. "True"'),
     }
 
     @classmethod
@@ -48,7 +48,9 @@ class _Transformer(Scoped):
             line = cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(name))], value)])
             position = 0
             for index, stmt in enumerate(body):
-                if m.matches(stmt, m.SimpleStatementLine(body=[m.Assign() | m.AnnAssign() | m.Expr(m.SimpleString())])):
+                if m.matches(
+                    stmt, m.SimpleStatementLine(body=[m.Assign() | m.AnnAssign() | m.Expr(m.SimpleString())])
+                ):
                     position = index + 1
                 else:
                     break

@@ -19,7 +19,7 @@ from .base import Action, Scoped, append_item
 
 class ThreadLayerIdx(Action):
     name = "thread_layer_idx"
-    PARAMS = {"name": (str, False, "the parameter name (default \"layer_idx\")")}
+    PARAMS = {"name": (str, False, 'the parameter name (default "layer_idx")')}
 
     def transformer(self) -> cst.CSTTransformer:
         return _Transformer(self)
@@ -68,7 +68,8 @@ class _Transformer(Scoped):
         target = updated_node.for_in.target
         if not isinstance(target, cst.Name) or updated_node.for_in.inner_for_in is not None:
             self.action.ctx.error(
-                self.action.rule, self.current_function,
+                self.action.rule,
+                self.current_function,
                 f"cannot pass `{self.name}` to {self._callee(call)}: its ModuleList loop target is not one name",
             )
             return updated_node
