@@ -186,3 +186,42 @@ def test_every_tier_keeps_tracing_with_tuples(migrated, tier):
         assert torch.equal(eager_out[0], traced_out[0])
     finally:
         unload_module(module)
+
+
+@pytest.mark.parametrize("tier", ["dynamic", "static", "upstream"])
+def test_cross_attention_stays_uncached_and_identical(migrated, tier):
+    """GPT-2 with add_cross_attention: the cross K/V are recomputed each step as before (never cached, so the
+    cache never grows by the encoder length), and logits match the original bit for bit."""
+    import torch
+
+    from cachemigrate.probe import unload_module
+
+    original_path, target, _ = migrated("gpt2", tier)
+    original, migrated_module = _load(original_path), _load(target)
+    try:
+        from transformers.cache_utils import DynamicCache
+
+        def build(module):
+            config = module.GPT2Config(n_layer=2, n_embd=16, n_head=2, vocab_size=20, n_positions=16,
+                                       add_cross_attention=True)  # fmt: skip
+            config._attn_implementation = "eager"
+            torch.manual_seed(0)
+            return module.GPT2LMHeadModel(config).eval()
+
+        old, new = build(original), build(migrated_module)
+        new.load_state_dict(old.state_dict())
+        encoder = torch.randn(1, 5, 16)
+        ids = torch.randint(0, 20, (1, 6))
+        with torch.no_grad():
+            past_old, cache = None, DynamicCache()
+            for step in range(ids.shape[1]):
+                token = ids[:, step : step + 1]
+                out_old = old(token, past_key_values=past_old, encoder_hidden_states=encoder, use_cache=True)
+                out_new = new(token, past_key_values=cache, encoder_hidden_states=encoder, use_cache=True)
+                past_old = out_old.past_key_values
+                assert torch.equal(out_old.logits, out_new.logits)
+                assert out_new.past_key_values is cache
+                assert cache.get_seq_length() == step + 1  # self-attention tokens only, never the encoder's 5
+    finally:
+        unload_module(original)
+        unload_module(migrated_module)
