@@ -80,7 +80,12 @@ class Action:
 
 
 class Scoped(cst.CSTTransformer):
-    """A transformer that knows the class and top-level function it is in, to apply only within scope."""
+    """A transformer that knows the class and top-level function it is in, to apply only within scope.
+
+    Classes and functions out of the rule's scope are skipped whole (cheap), unless ``VISIT_EVERYTHING`` is set
+    by an action that also edits call sites elsewhere in the file."""
+
+    VISIT_EVERYTHING = False
 
     def __init__(self, action: Action) -> None:
         super().__init__()
@@ -107,17 +112,18 @@ class Scoped(cst.CSTTransformer):
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         """Track where we are, and skip whole classes and functions the rule does not apply to."""
+        skip = not self.VISIT_EVERYTHING
         if isinstance(node, cst.ClassDef) and not self.function_stack:
             self.class_stack.append(node.name.value)
             name = node.name.value
-            if name not in self.ctx.classes and not any(q.startswith(name + ".") for q in self.ctx.functions):
+            if skip and name not in self.ctx.classes and not any(q.startswith(name + ".") for q in self.ctx.functions):
                 return False
         elif isinstance(node, cst.FunctionDef):
             owner = self.current_class if len(self.class_stack) == 1 and not self.function_stack else None
             self.function_stack.append(f"{owner}.{node.name.value}" if owner else node.name.value)
-            if len(self.function_stack) == 1 and self.function_stack[0] not in self.ctx.functions:
+            if skip and len(self.function_stack) == 1 and self.function_stack[0] not in self.ctx.functions:
                 return False
-        elif isinstance(node, cst.BaseStatement) and not self.class_stack and not self.function_stack:
+        elif skip and isinstance(node, cst.BaseStatement) and not self.class_stack and not self.function_stack:
             return False  # module-level statements other than classes and functions
         if isinstance(node, cst.IndentedBlock):
             self.depth += 1

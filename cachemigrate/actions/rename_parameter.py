@@ -59,6 +59,8 @@ def _decorator(old: str, new: str, version: str) -> cst.Decorator:
 
 
 class _Transformer(Scoped):
+    VISIT_EVERYTHING = True  # call sites of the role's modules can be anywhere in the file
+
     def __init__(self, action: RenameParameter) -> None:
         super().__init__(action)
         self.old, self.new = action.param("old"), action.param("new")
@@ -67,22 +69,9 @@ class _Transformer(Scoped):
         self._call_targets_role = False
         self._stack: list[bool] = []
 
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        # call sites can be anywhere in the file: visit everything, rename only in scope
-        if isinstance(node, cst.ClassDef) and not self.function_stack:
-            self.class_stack.append(node.name.value)
-            return cst.CSTTransformer.on_visit(self, node)
-        if isinstance(node, cst.FunctionDef):
-            owner = self.current_class if len(self.class_stack) == 1 and not self.function_stack else None
-            self.function_stack.append(f"{owner}.{node.name.value}" if owner else node.name.value)
-            if len(self.function_stack) == 1 and self.in_function_scope() and self.old != self.new:
-                self.clash = _uses_name(node, self.new)
-            return cst.CSTTransformer.on_visit(self, node)
-        if isinstance(node, cst.IndentedBlock):
-            self.depth += 1
-        elif isinstance(node, cst.SimpleStatementLine):
-            self.touched.append(False)
-        return cst.CSTTransformer.on_visit(self, node)
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        if len(self.function_stack) == 1 and self.in_function_scope() and self.old != self.new:
+            self.clash = _uses_name(node, self.new)
 
     def _renaming(self) -> bool:
         return self.in_function_scope() and self.old != self.new and not self.clash
