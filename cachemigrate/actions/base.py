@@ -255,3 +255,22 @@ def calls_role_module(ctx: ActionContext, current_class: str | None, func: cst.B
     if isinstance(func, cst.Name) and func.value not in ctx.info.globals:
         return bool(set(owner.module_lists.values()) & targets)
     return False
+
+
+def check_templates(rule: "Rule", check: "_Checker", compile_template: Callable, kind: str, extra: set = frozenset()):
+    """Load-time checks shared by the pattern actions: ``pattern``/``patterns`` present, each a valid ``kind``
+    template, and the replacement using only holes each pattern captures (or ``extra`` ones)."""
+    from ..patterns import TemplateError
+
+    if "patterns" in rule.params:
+        check.str_list("params.patterns")
+    templates = rule_templates(rule)
+    if not templates:
+        raise check.fail("params.pattern", f"a {kind} template (or `patterns`, a list of them)")
+    for template in templates:
+        try:
+            pattern = compile_template(template)
+        except TemplateError as exc:
+            key = "params.pattern" if template == rule.params.get("pattern") else "params.patterns"
+            raise check.fail(key, f"a valid {kind} template ({exc})", template) from None
+        check_holes(check, "params.replacement", rule.params["replacement"], pattern.holes() | set(extra))

@@ -5,8 +5,8 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from ..patterns import TemplateError, compile_expression, fill_expression, match_expression
-from .base import CACHE_GUARD, Action, Scoped, check_holes, rule_templates
+from ..patterns import compile_expression, fill_expression, match_expression
+from .base import CACHE_GUARD, Action, Scoped, check_templates, rule_templates
 
 
 class ReplaceExpression(Action):
@@ -19,17 +19,7 @@ class ReplaceExpression(Action):
 
     @classmethod
     def check_params(cls, rule, check) -> None:
-        if "patterns" in rule.params:
-            check.str_list("params.patterns")
-        templates = rule_templates(rule)
-        if not templates:
-            raise check.fail("params.pattern", "an expression template (or `patterns`, a list of them)")
-        for template in templates:
-            try:
-                pattern = compile_expression(template)
-            except TemplateError as exc:
-                raise check.fail("params.pattern", f"a valid expression template ({exc})", template) from None
-            check_holes(check, "params.replacement", rule.params["replacement"], pattern.holes())
+        check_templates(rule, check, compile_expression, "expression")
 
     def __init__(self, rule, ctx) -> None:
         super().__init__(rule, ctx)

@@ -10,7 +10,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..patterns import TemplateError, compile_statements, holes, match_statements
-from .base import CACHE_GUARD, Action, Scoped, check_holes, filled_and_formatted, rule_templates
+from .base import CACHE_GUARD, Action, Scoped, check_templates, filled_and_formatted, rule_templates
 
 
 class ReplaceStatements(Action):
@@ -23,17 +23,7 @@ class ReplaceStatements(Action):
 
     @classmethod
     def check_params(cls, rule, check) -> None:
-        if "patterns" in rule.params:
-            check.str_list("params.patterns")
-        templates = rule_templates(rule)
-        if not templates:
-            raise check.fail("params.pattern", "a statement template (or `patterns`, a list of them)")
-        for template in templates:
-            try:
-                pattern = compile_statements(template)
-            except TemplateError as exc:
-                raise check.fail("params.patterns", f"valid statement templates ({exc})", template) from None
-            check_holes(check, "params.replacement", rule.params["replacement"], pattern.holes() | {"matched"})
+        check_templates(rule, check, compile_statements, "statement", {"matched"})
         if rule.params["replacement"].strip():
             try:
                 compile_statements(rule.params["replacement"])
