@@ -130,10 +130,11 @@ class _UseCollector(cst.CSTVisitor):
         self.wrapper = wrapper
         self.info = info
         self.names = set(names)
-        self.guarded: set[int] = set()  # ids of nodes below an isinstance(x, Cache) guard
+        self.guarded: set[cst.CSTNode] = set()  # nodes below an isinstance(x, Cache) guard
+        self.parents = wrapper.resolve(ParentNodeProvider)  # once per function
 
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
-        return self.wrapper.resolve(ParentNodeProvider).get(node)
+        return self.parents.get(node)
 
     # -- guards: `a if isinstance(x, Cache) else <legacy>` and `if isinstance(x, Cache): ... return` ----------
 
@@ -148,7 +149,7 @@ class _UseCollector(cst.CSTVisitor):
 
     def visit_IfExp(self, node: cst.IfExp) -> None:
         if self._guard_test(node.test):
-            self.guarded.add(id(node.orelse))
+            self.guarded.add(node.orelse)
 
     def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
         self._guard_block(node.body)
@@ -161,10 +162,10 @@ class _UseCollector(cst.CSTVisitor):
                 and self._guard_test(stmt.test)
                 and m.matches(stmt.body.body[-1], m.SimpleStatementLine(body=[m.Return()]))
             ):
-                self.guarded.update(id(s) for s in body[index + 1 :])
+                self.guarded.update(body[index + 1 :])
 
     def on_visit(self, node: cst.CSTNode) -> bool:
-        if id(node) in self.guarded:
+        if node in self.guarded:
             return False
         return super().on_visit(node)
 
@@ -304,32 +305,45 @@ def _dotted(node: cst.CSTNode) -> str:
     return code_of(node)
 
 
-class _Structure(cst.CSTVisitor):
-    """Classes, their bases, methods and the submodules their ``__init__`` builds."""
+def _statements(body: Sequence[cst.BaseStatement]) -> Iterable[cst.BaseStatement]:
+    """The statements of a class or module body, looking into ``if``/``else``/``try`` blocks (conditional
+    definitions) but not into classes, functions or loops."""
+    for stmt in body:
+        yield stmt
+        if isinstance(stmt, (cst.If, cst.Try)):
+            yield from _statements(stmt.body.body)
+            orelse = getattr(stmt, "orelse", None)
+            while orelse is not None:
+                yield from _statements(orelse.body.body)
+                orelse = getattr(orelse, "orelse", None) if isinstance(orelse, cst.If) else None
+            for handler in getattr(stmt, "handlers", ()):
+                yield from _statements(handler.body.body)
+
+
+class _Structure:
+    """Classes, their bases, methods and the submodules their ``__init__`` builds.
+
+    Only the statement structure is walked (classes, functions, and the blocks of ``if``/``try`` around them);
+    function bodies are not visited here."""
 
     def __init__(self, cache_names: Sequence[str]) -> None:
-        super().__init__()
         self.cache_names = list(cache_names)
         self.classes: dict[str, ClassInfo] = {}
         self.functions: dict[str, FunctionInfo] = {}
-        self.class_stack: list[ClassInfo] = []
         self.function_nodes: list[tuple[FunctionInfo, cst.FunctionDef]] = []
-        self.depth = 0
 
-    def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        info = ClassInfo(node.name.value, [_dotted(b.value) for b in node.bases if b.keyword is None])
-        if not self.class_stack:
-            self.classes[info.name] = info
-        self.class_stack.append(info)
+    def run(self, module: cst.Module) -> None:
+        for stmt in _statements(module.body):
+            if isinstance(stmt, cst.ClassDef):
+                info = ClassInfo(stmt.name.value, [_dotted(b.value) for b in stmt.bases if b.keyword is None])
+                self.classes[info.name] = info
+                for member in _statements(stmt.body.body):
+                    if isinstance(member, cst.FunctionDef):
+                        self._function(member, info)
+            elif isinstance(stmt, cst.FunctionDef):
+                self._function(stmt, None)
 
-    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
-        self.class_stack.pop()
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        self.depth += 1
-        if self.depth > 1:
-            return False  # nested functions are analysed with their enclosing function
-        cls = self.class_stack[-1] if self.class_stack else None
+    def _function(self, node: cst.FunctionDef, cls: ClassInfo | None) -> None:
         params = [p.name.value for p in (*node.params.posonly_params, *node.params.params, *node.params.kwonly_params)]
         qualname = f"{cls.name}.{node.name.value}" if cls else node.name.value
         info = FunctionInfo(
@@ -347,9 +361,6 @@ class _Structure(cst.CSTVisitor):
             cls.methods[info.name] = info
             if info.name == "__init__":
                 self._collect_submodules(cls, node)
-
-    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
-        self.depth -= 1
 
     def _collect_submodules(self, cls: ClassInfo, init: cst.FunctionDef) -> None:
         self_attr = m.AssignTarget(m.Attribute(value=m.Name("self"), attr=m.SaveMatchedNode(m.Name(), "attr")))
@@ -431,7 +442,7 @@ def analyze(module: cst.Module, cache_names: Sequence[str]) -> ModuleInfo:
     Metadata is computed per function that has a cache parameter (parents only), never for the whole file;
     positions are resolved later, and only for what is reported (:class:`Locator`)."""
     structure = _Structure(cache_names)
-    module.visit(structure)
+    structure.run(module)
     for info, node in structure.function_nodes:
         if not info.cache_params:
             continue

@@ -25,3 +25,4 @@ UNKNOWN_IDIOM = "CM900"  # a legacy use of the cache that no rule rewrote
 RULE_NOT_APPLIED = "CM901"  # a required rule found nothing to rewrite in its role
 PARSE_ERROR = "CM902"  # the file is not valid Python
 NO_ROLES = "CM903"  # legacy cache code was found but the attention/block/model roles were not
+REGION_VIOLATION = "CM999"  # internal: the result changed outside what the rules claimed (or does not parse)

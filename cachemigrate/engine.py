@@ -1,41 +1,43 @@
-"""The engine: apply an era's rules for one tier to one file, all or nothing.
+"""The engine: apply an era's rules for one tier to one file, all or nothing, and prove what changed.
 
 1. A text prefilter skips files that never name a cache variable (they are not parsed).
-2. The file is parsed and analysed (:mod:`cachemigrate.analysis`): roles, cache uses, facts.
+2. The file is parsed once and analysed once (:mod:`cachemigrate.analysis`): roles, cache uses, facts.
 3. A file with no legacy cache use is left as it is.
-4. Each rule of the tier runs as its own libcst transformer, scoped to its role.
-5. The needed imports are added with ``AddImportsVisitor``.
-6. The result is analysed again. Any legacy use left, or any required rule that found nothing, is reported
-   with the original file:line and the file is returned unchanged: never half-migrated.
-7. Black formats the whole result only if the original was black-clean.
+4. Each rule of the tier plans edits on the original tree, scoped to its role (:mod:`cachemigrate.actions`);
+   the imports they need are planned through ``AddImportsVisitor`` (:mod:`cachemigrate.imports`).
+5. All edits are applied in one pass (:mod:`cachemigrate.apply`).
+6. The region proof (:mod:`cachemigrate.audit`): outside what the edits claimed, the migrated text must be the
+   original byte for byte. A violation is an internal error naming the rule; the file is returned unchanged.
+7. The edited functions are analysed again. Any legacy use left, or any required rule that found nothing, is
+   reported with the original file:line and the file is returned unchanged: never half-migrated.
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
-import sys
 import time
 from typing import Mapping
 
 import libcst as cst
-import libcst.matchers as m
-from libcst.codemod import CodemodContext
-from libcst.codemod.visitors import AddImportsVisitor
 
 from . import diagnostics as codes
 from .actions import ACTIONS, ActionContext
 from .analysis import Locator, ModuleInfo, analyze
+from .apply import ApplyError, Reformat, apply_plan
+from .audit import Offsets, claims_of, find_violation
 from .diagnostics import Diagnostic
-from .patterns import compile_statements, match_statements
-from .render import format_file, format_statements, is_black_clean
-from .rules import Era, Rule, RuleSet
+from .edits import Plan
+from .facts import bound_holes, find_facts, functions_in_scope
+from .imports import IMPORTS_RULE, plan_imports
+from .render import format_statements
+from .schema import Era, Rule, RuleSet
 
 
 @dataclasses.dataclass
 class Options:
     tier: str = "dynamic"
     line_length: int = 88
-    format_whole_file: bool = True  # only ever applied when the file was black-clean before
     signature: str = "end"  # "end": new parameters go last; "upstream": where the upstream ports put them
     deprecation_version: str | None = None  # the version @deprecate_kwarg names (default: the rule's)
 
@@ -45,7 +47,7 @@ class FileResult:
     path: str
     original: str
     migrated: str
-    status: str  # "migrated" | "clean" (nothing legacy) | "failed" (diagnostics, unchanged)
+    status: str  # "migrated" | "clean" (nothing legacy) | "failed" (diagnostics, unchanged) | "error" (internal)
     diagnostics: list[Diagnostic] = dataclasses.field(default_factory=list)
     applied: dict[str, int] = dataclasses.field(default_factory=dict)
     seconds: float = 0.0
@@ -65,178 +67,88 @@ class FileResult:
         }
 
 
-# --------------------------------------------------------------------------------------------------------------
-# Facts and scopes
-# --------------------------------------------------------------------------------------------------------------
+class RegionViolation(RuntimeError):
+    """The migrated text differs from the original outside every claimed region: a bug in a rule or action."""
 
-
-def _functions_in_scope(info: ModuleInfo, role: str, names: tuple[str, ...]) -> tuple[set[str], set[str]]:
-    if role == "any":
-        classes = set(info.classes)
-        functions = {q for q, f in info.functions.items() if f.name in names or "*" in names}
-        return functions, classes
-    classes = set(info.roles.get(role, []))
-    functions = {
-        q
-        for q, f in info.functions.items()
-        if f.cls in classes and (f.name in names or ("*" in names and f.cache_params))
-    }
-    return functions, classes
-
-
-def _find_facts(info: ModuleInfo, era: Era) -> dict[str, str]:
-    facts: dict[str, str] = {}
-    for fact in era.facts:
-        functions, _ = _functions_in_scope(info, fact.role, fact.functions)
-        value = next(
-            (
-                value
-                for case in fact.cases
-                for qualname in sorted(functions)
-                for value in _fact_values(case, info.functions[qualname].node)
-            ),
-            fact.default,
-        )
-        if value is not None:
-            facts[fact.name] = value
-    return facts
-
-
-def _fact_values(case: Mapping, node: cst.FunctionDef):
-    """Values the fact case gives in one function, for every place its pattern matches."""
-    pattern = compile_statements(case["pattern"])
-    for block in m.findall(node, m.IndentedBlock()):
-        for index in range(len(block.body)):
-            captures = match_statements(pattern, block.body, index, {})
-            if captures is not None:
-                yield case.get("value") or _code(captures[case["capture"]])
-
-
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module(body=[]).code_for_node(node)
-
-
-def _bound_holes(info: ModuleInfo, facts: Mapping[str, str]):
-    layers = {}
-    for name in info.roles["base_model"]:
-        cls = info.classes[name]
-        for attr, block in cls.module_lists.items():
-            if block in info.roles["block"]:
-                layers[name] = f"self.{attr}"
-
-    def bound(qualname: str | None) -> dict[str, str]:
-        values = dict(facts)
-        fn = info.functions.get(qualname) if qualname else None
-        if fn is not None and fn.cache_params:
-            values["cache"] = fn.cache_params[0]
-        if fn is not None:
-            arguments = [p for p in fn.params if p not in ("self", "cls")]
-            values.update({f"arg{i}": name for i, name in enumerate(arguments)})
-        if fn is not None and fn.cls in layers:
-            values["layers"] = layers[fn.cls]
-        return values
-
-    return bound
+    def __init__(self, rule: str, line: int, message: str) -> None:
+        super().__init__(message)
+        self.rule = rule
+        self.line = line
 
 
 # --------------------------------------------------------------------------------------------------------------
-# Imports
+# Planning, applying and proving
 # --------------------------------------------------------------------------------------------------------------
-
-
-def _add_imports(module: cst.Module, era: Era, names: list[str]) -> cst.Module:
-    """Add the imports the applied rules need, through libcst's ``AddImportsVisitor``.
-
-    An entry is ``Name`` (from the era's cache module), ``module.path:Name`` (a module of transformers, e.g.
-    ``utils.deprecation:deprecate_kwarg``) or ``stdlib_module:Name`` (``typing:Optional``). transformers modules
-    are imported in the style of the file's own: relative (``from ...cache_utils``) inside the transformers
-    package, absolute elsewhere."""
-    if not names:
-        return module
-    relative = 0
-    for node in m.findall(module, m.ImportFrom(module=m.Name("modeling_utils"))):
-        if node.relative:
-            relative = len(node.relative)
-            break
-    context = CodemodContext()
-    for entry in names:
-        source, _, name = entry.rpartition(":")
-        source = source or era.cache_module
-        if source.split(".")[0] in sys.stdlib_module_names:
-            AddImportsVisitor.add_needed_import(context, source, name)
-        elif relative:
-            AddImportsVisitor.add_needed_import(context, source, name, relative=relative)
-        else:
-            AddImportsVisitor.add_needed_import(context, f"transformers.{source}", name)
-    # AddImportsVisitor only edits the import section at the top of the file, but walks the whole tree to
-    # find it. Hand it the head of the module (everything before the first class or function) and splice.
-    split = next(
-        (i for i, stmt in enumerate(module.body) if isinstance(stmt, (cst.ClassDef, cst.FunctionDef))),
-        len(module.body),
-    )
-    head = module.with_changes(body=module.body[:split])
-    new_head = AddImportsVisitor(context).transform_module(head)
-    return module.with_changes(body=[*new_head.body, *module.body[split:]], header=new_head.header)
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Migration
-# --------------------------------------------------------------------------------------------------------------
-
-
-def _mentions_cache(code: str, era: Era) -> bool:
-    return any(name in code for name in era.cache_names)
-
-
-def _parse(code: str, path: str) -> tuple[cst.Module | None, Diagnostic | None]:
-    try:
-        return cst.parse_module(code), None
-    except cst.ParserSyntaxError as exc:
-        return None, Diagnostic(
-            path, exc.raw_line, exc.raw_column + 1, codes.PARSE_ERROR, f"not valid Python: {exc.message}"
-        )
 
 
 def _when_holds(rule: Rule, facts: Mapping[str, str]) -> bool:
     return all(facts.get(key) == value for key, value in rule.when.items())
 
 
-def apply_rules(
+class _Formatter(Reformat):
+    """Black for edited code that no longer fits the line length; code that fits is kept as it is."""
+
+    def __init__(self, line_length: int) -> None:
+        self.line_length = line_length
+
+    def _fits(self, code: str, depth: int) -> bool:
+        return max(len(line) for line in code.splitlines()) + 4 * depth <= self.line_length
+
+    def statement(self, stmt: cst.SimpleStatementLine, depth: int) -> cst.SimpleStatementLine:
+        code = cst.Module(body=[stmt.with_changes(leading_lines=[])]).code
+        if self._fits(code, depth):
+            return stmt
+        formatted = cst.parse_statement(format_statements(code, depth, self.line_length))
+        return formatted.with_changes(leading_lines=stmt.leading_lines)
+
+    def header(self, function: cst.FunctionDef, depth: int) -> cst.FunctionDef:
+        stub = function.with_changes(
+            body=cst.IndentedBlock([cst.SimpleStatementLine([cst.Pass()])]), leading_lines=[], decorators=[]
+        )
+        code = cst.Module(body=[stub]).code
+        header = code[: code.rindex("pass")]  # the stub's body is its last line
+        if self._fits(header, depth):
+            return function
+        formatted = cst.parse_statement(format_statements(code, depth, self.line_length))
+        if not isinstance(formatted, cst.FunctionDef):
+            return function
+        return function.with_changes(
+            params=formatted.params,
+            whitespace_before_params=formatted.whitespace_before_params,
+            whitespace_before_colon=formatted.whitespace_before_colon,
+            returns=formatted.returns,
+        )
+
+
+def plan_rules(
     module: cst.Module,
     info: ModuleInfo,
     rules: list[Rule],
     era: Era,
     path: str,
     options: Options,
-    locate: Locator | None = None,
-) -> tuple[cst.Module, dict[str, int], list[Diagnostic]]:
-    """Run each rule's action over the module. Returns the new module, changes per rule, diagnostics."""
-    locate = locate or Locator(module)
-    facts = _find_facts(info, era)
-    bound = _bound_holes(info, facts)
-    applied: dict[str, int] = {}
+    locate: Locator,
+) -> tuple[Plan, dict[str, int], list[Diagnostic]]:
+    """Every rule's edits on the original tree, the matches per rule, and the diagnostics of planning."""
+    facts = find_facts(info, era)
+    bound = bound_holes(info, facts)
+    plan = Plan()
+    actions = []
+    matched: dict[str, int] = {}
     found: list[Diagnostic] = []
     imports: list[str] = []
     undetermined: set[str] = set()  # facts a required rule needed that the file did not show (reported once)
     for rule in rules:
+        functions, classes = functions_in_scope(info, rule.role, rule.functions)
         if not _when_holds(rule, facts):
             missing = sorted(set(rule.when) - set(facts) - undetermined)
-            functions, _ = _functions_in_scope(info, rule.role, rule.functions)
             if rule.required and missing and functions:
                 # e.g. the legacy layout of a layer's cache: without it no rule returns the cache as a tuple
                 undetermined.update(missing)
                 facts_text = ", ".join(f"`{fact}`" for fact in missing)
-                found.append(
-                    _not_applied(
-                        rule,
-                        path,
-                        locate(info.functions[sorted(functions)[0]].node),
-                        f"cannot tell whether it applies: no statement of the file shows its {facts_text} "
-                        f"(a fact of {era.path.name})",
-                    )
-                )
+                where = locate(info.functions[sorted(functions)[0]].node)
+                found.append(_not_applied(rule, path, where, f"cannot tell how it applies: {_why_unknown(missing)}"))
             continue
-        functions, classes = _functions_in_scope(info, rule.role, rule.functions)
         if not functions and not classes:
             continue
         ctx = ActionContext(
@@ -251,17 +163,87 @@ def apply_rules(
             options={"signature": options.signature, "deprecation_version": options.deprecation_version},
         )
         action = ACTIONS[rule.action](rule, ctx)
-        module = module.visit(action.transformer())
-        found.extend(ctx.diagnostics)
-        if action.changes:
-            applied[rule.id] = action.changes
+        edits = action.plan(module)
+        actions.append(action)
+        if edits:
+            matched[rule.id] = action.changes or len(edits)
             imports.extend(name for name in rule.imports if name not in imports)
         elif rule.required and functions:
             where = locate(info.functions[sorted(functions)[0]].node)
             found.append(
                 _not_applied(rule, path, where, f"found nothing to rewrite in {', '.join(sorted(functions))}")
             )
-    return _add_imports(module, era, imports), applied, found
+    every = [edit for action in actions for edit in action.edits]
+    for action in actions:
+        action.finalize(every)
+    for action in actions:
+        plan.extend(action.edits)
+        found.extend(action.ctx.diagnostics)
+    plan.extend(plan_imports(module, era, imports))
+    return plan, matched, found
+
+
+def _why_unknown(facts: list[str]) -> str:
+    said = {
+        "layout": "the file never builds the present of a layer as a (key, value) tuple or a stacked tensor, so "
+        "the legacy layout to give back to tuple callers is unknown",
+        "presents": "the base model never starts a tuple of presents as `() if use_cache else None`",
+    }
+    return "; ".join(said.get(fact, f"the file does not show its {fact}") for fact in facts)
+
+
+def apply_and_prove(module: cst.Module, plan: Plan, options: Options) -> cst.Module:
+    """Apply the plan; raise :class:`RegionViolation` if anything changed outside the claimed regions."""
+    applied = apply_plan(module, plan, _Formatter(options.line_length))
+    original, migrated = module.code, applied.module.code
+    if migrated == original:
+        return applied.module
+    offsets = Offsets(module)
+    violation = find_violation(original, migrated, claims_of(plan, applied.extra_claims, offsets))
+    if violation is None:
+        return applied.module
+    rule = _culprit(module, plan, options, offsets)
+    raise RegionViolation(
+        rule,
+        violation.line,
+        f"internal error: rule {rule} changed {violation.describe()}; the file was left unchanged. This is a bug "
+        "in cachemigrate or in that rule: please report it with this file",
+    )
+
+
+def _culprit(module: cst.Module, plan: Plan, options: Options, offsets: Offsets) -> str:
+    """The first rule whose edits, added to those of the rules before it, break the region proof."""
+    rules = plan.rules()
+    for count in range(1, len(rules) + 1):
+        partial = plan.only(set(rules[:count]))
+        try:
+            applied = apply_plan(module, partial, _Formatter(options.line_length))
+        except ApplyError:
+            return rules[count - 1]
+        claims = claims_of(partial, applied.extra_claims, offsets)
+        if find_violation(module.code, applied.module.code, claims) is not None:
+            return rules[count - 1]
+    return "the engine's applier"
+
+
+def apply_rules(
+    module: cst.Module,
+    info: ModuleInfo,
+    rules: list[Rule],
+    era: Era,
+    path: str,
+    options: Options,
+    locate: Locator | None = None,
+) -> tuple[cst.Module, dict[str, int], list[Diagnostic]]:
+    """Plan, apply and prove the rules over the module. Returns the new module, matches per rule, diagnostics."""
+    locate = locate or Locator(module)
+    plan, matched, found = plan_rules(module, info, rules, era, path, options, locate)
+    new_module = apply_and_prove(module, plan, options)
+    applied = {rule: count for rule, count in matched.items()}
+    if any(edit.rule == IMPORTS_RULE for edit in plan):
+        applied.setdefault(IMPORTS_RULE, 0)
+        applied.pop(IMPORTS_RULE)
+    return new_module, applied, found
 
 
 def _not_applied(rule: Rule, path: str, where: tuple[int, int], why: str) -> Diagnostic:
@@ -273,13 +255,40 @@ def _not_applied(rule: Rule, path: str, where: tuple[int, int], why: str) -> Dia
     )
 
 
-def _leftover_diagnostics(before: ModuleInfo, after: ModuleInfo, path: str, locate: Locator) -> list[Diagnostic]:
-    """Legacy uses still present after the rules ran, located in the original file."""
+# --------------------------------------------------------------------------------------------------------------
+# What is left over
+# --------------------------------------------------------------------------------------------------------------
+
+
+def _edited_tops(original: cst.Module, plan: Plan) -> set[str]:
+    """Names of the top-level classes and functions that hold an edit."""
+    names = set()
+    for edit in plan:
+        path = edit.path
+        top = path[1] if len(path) > 1 else getattr(edit, "node", None)
+        if isinstance(top, (cst.ClassDef, cst.FunctionDef)):
+            names.add(top.name.value)
+    return names
+
+
+def _leftover_diagnostics(
+    before: ModuleInfo, new_module: cst.Module, edited: set[str], era: Era, path: str, locate: Locator
+) -> list[Diagnostic]:
+    """Legacy uses still present after the rules ran, located in the original file. Only the edited top-level
+    classes and functions are analysed again; the others keep the uses found before."""
+    changed = [s for s in new_module.body if isinstance(s, (cst.ClassDef, cst.FunctionDef)) and s.name.value in edited]
+    after = analyze(cst.Module(body=changed), era.cache_names)
+    kept = [
+        use
+        for fn in before.functions.values()
+        if fn.qualname not in after.functions and (fn.cls or fn.qualname) not in edited
+        for use in fn.legacy()
+    ]
     originals: dict[tuple, list] = {}
     for use in before.legacy_uses():
         originals.setdefault((use.function, use.statement, use.idiom), []).append(use)
     result = []
-    for use in after.legacy_uses():
+    for use in [*kept, *after.legacy_uses()]:
         matches = originals.get((use.function, use.statement, use.idiom))
         if matches:
             line, column = locate(matches.pop(0).node)
@@ -298,6 +307,24 @@ def _leftover_diagnostics(before: ModuleInfo, after: ModuleInfo, path: str, loca
             )
         )
     return result
+
+
+# --------------------------------------------------------------------------------------------------------------
+# One file
+# --------------------------------------------------------------------------------------------------------------
+
+
+def _mentions_cache(code: str, era: Era) -> bool:
+    return any(name in code for name in era.cache_names)
+
+
+def _parse(code: str, path: str) -> tuple[cst.Module | None, Diagnostic | None]:
+    try:
+        return cst.parse_module(code), None
+    except cst.ParserSyntaxError as exc:
+        return None, Diagnostic(
+            path, exc.raw_line, exc.raw_column + 1, codes.PARSE_ERROR, f"not valid Python: {exc.message}"
+        )
 
 
 def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, path: str = "<string>") -> FileResult:
@@ -335,16 +362,23 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
                 )
             ],
         )
-    new_module, applied, found = apply_rules(
-        module, before, ruleset.for_tier(options.tier), era, path, options, locate
-    )
+    rules = ruleset.for_tier(options.tier)
+    plan, matched, found = plan_rules(module, before, rules, era, path, options, locate)
+    try:
+        new_module = apply_and_prove(module, plan, options)
+    except RegionViolation as exc:
+        return done("error", diags=[Diagnostic(path, exc.line, 1, codes.REGION_VIOLATION, str(exc))])
+    except ApplyError as exc:
+        message = f"internal error: {exc}; the file was left unchanged. This is a bug in cachemigrate or a rule"
+        return done("error", diags=[Diagnostic(path, 1, 1, codes.REGION_VIOLATION, message)])
     migrated = new_module.code
-    after_module, error = _parse(migrated, path)
-    if error:  # a rule produced invalid code: an internal error
-        raise RuntimeError(f"{path}: the rewritten code does not parse ({error.message}); this is a bug in a rule")
-    found.extend(_leftover_diagnostics(before, analyze(after_module, era.cache_names), path, locate))
+    try:
+        ast.parse(migrated, filename=path)
+    except SyntaxError as exc:
+        message = f"internal error: the rewritten code does not parse ({exc.msg}); the file was left unchanged"
+        return done("error", diags=[Diagnostic(path, 1, 1, codes.REGION_VIOLATION, message)])
+    found.extend(_leftover_diagnostics(before, new_module, _edited_tops(module, plan), era, path, locate))
+    applied = {rule: count for rule, count in matched.items()}
     if found:
         return done("failed", diags=found, applied=applied)
-    if options.format_whole_file and is_black_clean(code, options.line_length):
-        migrated = format_file(migrated, options.line_length)
     return done("migrated", migrated=migrated, applied=applied)

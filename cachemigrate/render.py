@@ -1,5 +1,4 @@
-"""Rendering and formatting: black for the code the tool inserts, and for the whole file only when the file
-was black-clean before."""
+"""Rendering and formatting: black for the code the tool inserts or edits (never the whole file), and diffs."""
 
 from __future__ import annotations
 
@@ -20,17 +19,6 @@ def format_statements(code: str, depth: int, line_length: int) -> str:
         return black.format_str(code, mode=_mode(max(40, line_length - 4 * depth)))
     except black.InvalidInput:  # pragma: no cover - templates are valid Python, checked on load
         return code
-
-
-def is_black_clean(code: str, line_length: int) -> bool:
-    try:
-        return black.format_str(code, mode=_mode(line_length)) == code
-    except black.InvalidInput:
-        return False
-
-
-def format_file(code: str, line_length: int) -> str:
-    return black.format_str(code, mode=_mode(line_length))
 
 
 def unified_diff(path: str, before: str, after: str) -> str:

@@ -1,164 +1,26 @@
-"""Rule files: loading, validation and selection.
+"""Rule files: loading and selection.
 
 A rule set is a directory per API era (``rules/4.52/``) holding ``era.toml`` (the era's cache names and
 facts) and one TOML file per rule. A rule names an *action* from :mod:`cachemigrate.actions`, the *role* and
 functions it applies to, the lowest *tier* it belongs to, and the action's parameters. Everything is checked
 when the file is loaded; a bad file raises :class:`RuleError` saying which file, which key and what is expected.
+The schema itself lives in :mod:`cachemigrate.schema`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import re
-import sys
 from pathlib import Path
-from typing import Any, Mapping
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
+from .actions import ACTIONS
 from .patterns import TemplateError, compile_statements
+from .schema import ROLES, TIERS, Checker, Era, Fact, Rule, RuleError, RuleSet, bound_names, line_of, read_toml
 
-TIERS = ("dynamic", "static", "upstream")
-ROLES = ("attention", "block", "base_model", "pretrained", "head", "any")
+_Checker = Checker  # the name the tests and user tooling knew
 BUILTIN_RULES = Path(__file__).resolve().parent.parent / "rules"
 _ID = re.compile(r"^[A-Z]{2,4}\d{3}$")
 
-
-class RuleError(ValueError):
-    """A rule or era file is malformed."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Fact:
-    """A value read off the file being migrated, usable as a bound ``{hole}`` and in ``when``.
-
-    Each case is a statement pattern searched in the role's functions; the first that matches gives the fact's
-    value: its ``value`` if set, else the code captured by the hole named ``capture``."""
-
-    name: str
-    role: str
-    functions: tuple[str, ...]
-    cases: tuple[Mapping[str, Any], ...]
-    default: str | None
-
-
-@dataclasses.dataclass(frozen=True)
-class Era:
-    name: str
-    runtime: str
-    cache_names: tuple[str, ...]
-    cache_module: str
-    facts: tuple[Fact, ...]
-    path: Path
-
-
-@dataclasses.dataclass(frozen=True)
-class Rule:
-    id: str
-    name: str
-    description: str
-    era: str
-    tier: str
-    role: str
-    functions: tuple[str, ...]
-    action: str
-    params: Mapping[str, Any]
-    order: int = 100
-    required: bool = False
-    when: Mapping[str, str] = dataclasses.field(default_factory=dict)
-    imports: tuple[str, ...] = ()
-    replaces: tuple[str, ...] = ()
-    explain: str = ""  # said when a required rule finds nothing: what prevents it and what to do
-    path: Path | None = None
-
-    def in_tier(self, tier: str) -> bool:
-        return TIERS.index(self.tier) <= TIERS.index(tier)
-
-
-@dataclasses.dataclass(frozen=True)
-class RuleSet:
-    era: Era
-    rules: tuple[Rule, ...]
-
-    def for_tier(self, tier: str) -> list[Rule]:
-        if tier not in TIERS:
-            raise RuleError(f"unknown tier {tier!r}: expected one of {', '.join(TIERS)}")
-        chosen = [r for r in self.rules if r.in_tier(tier)]
-        replaced = {old for r in chosen for old in r.replaces}
-        return sorted((r for r in chosen if r.id not in replaced), key=lambda r: (r.order, r.id))
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Validation helpers
-# --------------------------------------------------------------------------------------------------------------
-
-
-def _line_of(path: Path, key: str) -> str:
-    """``path:line`` of the first ``key =`` in a TOML file, for error messages."""
-    last = key.split(".")[-1]
-    try:
-        for number, text in enumerate(path.read_text().splitlines(), 1):
-            if re.match(rf"\s*{re.escape(last)}\s*=", text) or text.strip() == f"[{key}]":
-                return f"{path}:{number}"
-    except OSError:
-        pass
-    return str(path)
-
-
-class _Checker:
-    def __init__(self, path: Path, data: Mapping[str, Any]) -> None:
-        self.path = path
-        self.data = data
-
-    def fail(self, key: str, expected: str, got: Any = dataclasses.MISSING) -> RuleError:
-        where = _line_of(self.path, key)
-        got_text = "it is missing" if got is dataclasses.MISSING else f"got {got!r}"
-        return RuleError(f"{where}: key `{key}`: expected {expected}; {got_text}")
-
-    def get(self, key: str, kind: type | tuple, expected: str, default: Any = dataclasses.MISSING) -> Any:
-        value: Any = self.data
-        for part in key.split("."):
-            if not isinstance(value, Mapping) or part not in value:
-                if default is not dataclasses.MISSING:
-                    return default
-                raise self.fail(key, expected)
-            value = value[part]
-        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-            raise self.fail(key, expected, value)
-        return value
-
-    def str_list(self, key: str, default: Any = dataclasses.MISSING) -> tuple[str, ...]:
-        value = self.get(key, list, "a list of strings", default)
-        if not all(isinstance(v, str) for v in value):
-            raise self.fail(key, "a list of strings", value)
-        return tuple(value)
-
-    def choice(self, key: str, choices: tuple[str, ...], default: Any = dataclasses.MISSING) -> str:
-        value = self.get(key, str, f"one of {', '.join(choices)}", default)
-        if value not in choices:
-            raise self.fail(key, f"one of {', '.join(choices)}", value)
-        return value
-
-    def unknown(self, allowed: set[str], prefix: str = "") -> None:
-        table = self.data if not prefix else self.get(prefix, dict, "a table")
-        for key in table:
-            if key not in allowed:
-                full = f"{prefix}.{key}" if prefix else key
-                raise RuleError(
-                    f"{_line_of(self.path, full)}: unknown key `{full}`: expected one of {', '.join(sorted(allowed))}"
-                )
-
-
-def _read_toml(path: Path) -> dict:
-    try:
-        return tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise RuleError(f"{path}: not valid TOML: {exc}") from None
-    except OSError as exc:
-        raise RuleError(f"{path}: cannot read: {exc.strerror}") from None
+__all__ = ["ROLES", "TIERS", "Era", "Fact", "Rule", "RuleError", "RuleSet", "load_ruleset", "available_eras"]
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -172,8 +34,8 @@ _RULE_KEYS = {
 
 
 def load_era(path: Path) -> Era:
-    data = _read_toml(path)
-    check = _Checker(path, data)
+    data = read_toml(path)
+    check = Checker(path, data)
     check.unknown({"era", "runtime", "cache_names", "cache_module", "facts"})
     facts = []
     for name in check.get("facts", dict, "a table of facts", {}):
@@ -186,7 +48,7 @@ def load_era(path: Path) -> Era:
             try:
                 compile_statements(case["pattern"])
             except TemplateError as exc:
-                raise RuleError(f"{_line_of(path, 'pattern')}: `{prefix}.cases[{index}].pattern`: {exc}") from None
+                raise RuleError(f"{line_of(path, 'pattern')}: `{prefix}.cases[{index}].pattern`: {exc}") from None
         facts.append(
             Fact(
                 name=name,
@@ -207,10 +69,8 @@ def load_era(path: Path) -> Era:
 
 
 def load_rule(path: Path, era: Era) -> Rule:
-    from .actions import ACTIONS
-
-    data = _read_toml(path)
-    check = _Checker(path, data)
+    data = read_toml(path)
+    check = Checker(path, data)
     check.unknown(_RULE_KEYS)
     rule_id = check.get("id", str, 'an id like "CM001"')
     if not _ID.match(rule_id):
@@ -244,7 +104,7 @@ def load_rule(path: Path, era: Era) -> Rule:
         explain=check.get("explain", str, "a sentence for users", ""),
         path=path,
     )
-    check.bound_names = {"cache", "layers", *known_facts, *(f"arg{i}" for i in range(10))}
+    check.bound_names = set(bound_names(era))
     ACTIONS[action_name].validate(rule, check)
     return rule
 

@@ -7,7 +7,7 @@ import textwrap
 
 import libcst as cst
 
-from .base import Action, Scoped
+from .base import Action, Planner
 
 
 class AddMethod(Action):
@@ -23,19 +23,19 @@ class AddMethod(Action):
         if not isinstance(node, cst.FunctionDef):
             raise check.fail("params.template", "a single `def` statement")
 
-    def transformer(self) -> cst.CSTTransformer:
-        return _Transformer(self)
+    def planner(self) -> Planner:
+        return _Planner(self)
 
 
-class _Transformer(Scoped):
-    def leave_ClassDef(self, original_node: cst.ClassDef, updated_node: cst.ClassDef):
-        if self.function_stack or original_node.name.value not in self.ctx.classes:
-            return updated_node
+class _Planner(Planner):
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        if self.function_stack or node.name.value not in self.ctx.classes:
+            return
         code = self.ctx.format_statements(textwrap.dedent(self.action.param("template")).strip() + "\n", 1)
         method = cst.parse_statement(code)
-        body = list(updated_node.body.body)
+        body = list(node.body.body)
         if any(isinstance(s, cst.FunctionDef) and s.name.value == method.name.value for s in body):
-            return updated_node
+            return
         self.action.changes += 1
         method = method.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
-        return updated_node.with_changes(body=updated_node.body.with_changes(body=[*body, method]))
+        self.insert(node.body, len(body), [method])

@@ -7,7 +7,8 @@ from __future__ import annotations
 import libcst as cst
 
 from ..patterns import TemplateError, parse_expression
-from .base import Action, Scoped, append_item
+from .base import Action, Planner
+from .helpers import append_item
 
 _AFTER = "whitespace_after_param"
 
@@ -35,15 +36,16 @@ class AddParameter(Action):
                 except TemplateError as exc:
                     raise check.fail(f"params.{key}", f"a Python expression ({exc})") from None
 
-    def transformer(self) -> cst.CSTTransformer:
-        return _Transformer(self)
+    def planner(self) -> Planner:
+        return _Planner(self)
 
 
 def add_parameter(
-    params: cst.Parameters, name: str, default: str, annotation: str | None = None, after: str | None = None
+    params: cst.Parameters, name: str, default: str, annotation: str | None = None, after: int | None = None
 ) -> cst.Parameters:
     """``params`` with ``name=default`` appended after the last positional-or-keyword parameter (as a
-    keyword-only one when the function takes ``*args``), or right after the parameter ``after``."""
+    keyword-only one when the function takes ``*args``), or right after the positional-or-keyword parameter
+    number ``after`` (a position, so that it holds whatever other rules rename that parameter to)."""
     spaces = " " if annotation else ""
     param = cst.Param(
         cst.Name(name),
@@ -51,9 +53,8 @@ def add_parameter(
         default=cst.parse_expression(default),
         equal=cst.AssignEqual(cst.SimpleWhitespace(spaces), cst.SimpleWhitespace(spaces)),
     )
-    names = [p.name.value for p in params.params]
-    if after in names:
-        index = names.index(after) + 1
+    if after is not None and after < len(params.params):
+        index = after + 1
         param = param.with_changes(comma=params.params[index - 1].comma)
         return params.with_changes(params=[*params.params[:index], param, *params.params[index:]])
     if isinstance(params.star_arg, cst.Param):
@@ -66,19 +67,26 @@ def has_parameter(params: cst.Parameters, name: str) -> bool:
     return any(p.name.value == name for p in every)
 
 
-class _Transformer(Scoped):
-    def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef):
+class _Planner(Planner):
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         if len(self.function_stack) != 1 or not self.in_function_scope():
-            return updated_node
+            return
         action: AddParameter = self.action
-        params = updated_node.params
-        if has_parameter(params, action.param("name")):
-            return updated_node
-        if action.param("unless_var_kwargs") and isinstance(params.star_kwarg, cst.Param):
-            return updated_node
+        if has_parameter(node.params, action.param("name")):
+            return
+        if action.param("unless_var_kwargs") and isinstance(node.params.star_kwarg, cst.Param):
+            return
         action.changes += 1
         after = None
         if action.param("upstream_after_cache") and self.ctx.options.get("signature") == "upstream":
-            after = self.bound().get("cache")
-        new = add_parameter(params, action.param("name"), action.param("default"), action.param("annotation"), after)
-        return updated_node.with_changes(params=new)
+            names = [p.name.value for p in node.params.params]
+            cache = self.bound().get("cache")
+            after = names.index(cache) if cache in names else None
+        name, default, annotation = action.param("name"), action.param("default"), action.param("annotation")
+
+        def build(updated, _resolve):
+            if has_parameter(updated, name):  # another rule of this run added it already
+                return updated
+            return add_parameter(updated, name, default, annotation, after)
+
+        self.replace(node.params, build, reformat=True)

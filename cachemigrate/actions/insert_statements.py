@@ -14,7 +14,8 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..patterns import TemplateError, code_of, compile_statements
-from .base import Action, Scoped, check_holes, depth_of, filled_and_formatted
+from .base import Action, Planner
+from .helpers import check_holes, depth_of, filled_and_formatted
 
 ANCHORS = ("function_start", "before_first_use", "after_loop")
 
@@ -53,26 +54,54 @@ class InsertStatements(Action):
             raise check.fail("params.template", f"valid statements ({exc})") from None
         check_holes(check, "params.template", rule.params["template"], set())
 
-    def transformer(self) -> cst.CSTTransformer:
-        return _Transformer(self)
+    def __init__(self, rule, ctx) -> None:
+        super().__init__(rule, ctx)
+        self.deferred: list = []  # (insert edit, cache name, function) of `before_first_use` anchors
+
+    def planner(self) -> Planner:
+        return _Planner(self)
+
+    def finalize(self, edits) -> None:
+        """A ``before_first_use`` block must also precede statements that OTHER rules make read the cache (the
+        presents accumulator that becomes the cache itself, say): the insertion point moves up to the first
+        statement of the function that reads the cache once every rule's edits are applied."""
+        for insert, cache, function in self.deferred:
+            body = insert.block.body
+            reads = [i for i in range(insert.index) if _edited_to_read(edits, insert, i, cache)]
+            if not reads:
+                continue
+            first = reads[0]
+            for name in self.param("after_assignments", []):
+                if any(_assigns(stmt, name) for stmt in body[first : insert.index]):
+                    self.ctx.error(
+                        self.rule,
+                        function,
+                        f"cannot insert the cache set-up in {function}: another rule makes an earlier statement "
+                        f"read `{cache}`, before `{name}` is assigned; move the `{name}` assignment up",
+                    )
+                    self.edits.remove(insert)
+                    break
+            else:
+                insert.index = first
 
 
-class _Transformer(Scoped):
-    def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef):
+class _Planner(Planner):
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         if self.current_function not in self.ctx.functions or len(self.function_stack) != 1:
-            return updated_node
+            return
         action: InsertStatements = self.action
         bound = self.bound()
-        body = list(updated_node.body.body)
-        index = self._index(body, bound, original_node)
+        body = list(node.body.body)
+        index = self._index(body, bound, node)
         if index is None:
-            return updated_node
+            return
         new = filled_and_formatted(self.ctx, action.param("template"), bound, depth_of(self.current_function))
         if _already_there(body, new):
-            return updated_node
+            return
         action.changes += 1
-        body[index:index] = new
-        return updated_node.with_changes(body=updated_node.body.with_changes(body=body))
+        self.insert(node.body, index, new)
+        if action.param("anchor") == "before_first_use":
+            action.deferred.append((action.edits[-1], bound["cache"], self.current_function))
 
     def _index(self, body: list, bound: dict, node: cst.FunctionDef) -> int | None:
         action: InsertStatements = self.action
@@ -101,6 +130,34 @@ class _Transformer(Scoped):
                 )
                 return None
         return first_use
+
+
+def _edited_to_read(edits, insert, index: int, cache: str) -> bool:
+    """Some other edit rewrites statement ``index`` of the insert's block (or code inside it) into code that reads
+    ``cache``. Edits are built dry, with captures as they are in the original."""
+    from ..edits import Replace, Resolve
+
+    stmt = insert.block.body[index]
+    dry = Resolve({})
+    for edit in edits:
+        if edit is insert or edit.rule == insert.rule:
+            continue
+        if isinstance(edit, Replace) and (edit.node is stmt or stmt in edit.path):
+            built = edit.build(edit.node, dry)
+            nodes = list(built.nodes) if isinstance(built, cst.FlattenSentinel) else [built]
+        elif (
+            not isinstance(edit, Replace)
+            and edit.block is insert.block
+            and edit.index <= index < edit.index + max(1, edit.count)
+        ):
+            nodes = list(edit.build(dry))
+        elif not isinstance(edit, Replace) and stmt in edit.path:
+            nodes = list(edit.build(dry))
+        else:
+            continue
+        if any(isinstance(n, cst.CSTNode) and _reads(n, cache) for n in nodes):
+            return True
+    return False
 
 
 def _already_there(body: list, new: list) -> bool:

@@ -14,7 +14,8 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..patterns import code_of
-from .base import Action, Scoped, append_item, calls_role_module
+from .base import Action, Planner
+from .helpers import append_item, calls_role_module
 
 _GC_CALL = m.Call(func=m.Attribute(value=m.Name("self"), attr=m.Name("_gradient_checkpointing_func")))
 
@@ -35,11 +36,11 @@ class PassArgument(Action):
     def check_params(cls, rule, check) -> None:
         check.choice("params.target_role", ("attention", "block", "base_model"))
 
-    def transformer(self) -> cst.CSTTransformer:
-        return _Transformer(self)
+    def planner(self) -> Planner:
+        return _Planner(self)
 
 
-class _Transformer(Scoped):
+class _Planner(Planner):
     def __init__(self, action: PassArgument) -> None:
         super().__init__(action)
         info = action.ctx.info
@@ -58,38 +59,49 @@ class _Transformer(Scoped):
             }
             self.slot = slots.pop() if len(slots) == 1 else None
 
-    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call):
+    def visit_Call(self, node: cst.Call) -> None:
         if not self.in_function_scope() or any(
-            a.keyword is not None and a.keyword.value == self.name for a in updated_node.args
+            a.keyword is not None and a.keyword.value == self.name for a in node.args
         ):
-            return updated_node
+            return
+        name = self.name
         equal = cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))
-        if calls_role_module(self.ctx, self.current_class, updated_node.func, self.targets) and any(
-            a.keyword is not None and a.keyword.value in self.keywords for a in updated_node.args
+        if calls_role_module(self.ctx, self.current_class, node.func, self.targets) and any(
+            a.keyword is not None and a.keyword.value in self.keywords for a in node.args
         ):
             self.action.changes += 1
-            self.mark_touched()
-            arg = cst.Arg(cst.Name(self.name), keyword=cst.Name(self.name), equal=equal)
-            return updated_node.with_changes(args=append_item(list(updated_node.args), arg, "whitespace_after_arg"))
-        if m.matches(updated_node, _GC_CALL) and all(a.keyword is None for a in updated_node.args):
-            if any(m.matches(a.value, m.Name(self.name)) for a in updated_node.args):
-                return updated_node  # already passed positionally (a second run changes nothing)
-            positional = len(updated_node.args) - 1  # the first argument is the callable
+            arg = cst.Arg(cst.Name(name), keyword=cst.Name(name), equal=equal)
+            self.replace(
+                node,
+                lambda updated, _: updated.with_changes(
+                    args=append_item(list(updated.args), arg, "whitespace_after_arg")
+                ),
+                reformat=True,
+            )
+            return
+        if m.matches(node, _GC_CALL) and all(a.keyword is None for a in node.args):
+            if any(m.matches(a.value, m.Name(name)) for a in node.args):
+                return  # already passed positionally (a second run changes nothing)
+            positional = len(node.args) - 1  # the first argument is the callable
             if positional in self.arity:
                 self.action.changes += 1
-                self.mark_touched()
-                arg = cst.Arg(cst.Name(self.name))
-                args = list(updated_node.args)
-                if self.slot is not None:
-                    index = self.slot + 1  # after the callable
-                    arg = arg.with_changes(comma=args[index - 1].comma)
-                    return updated_node.with_changes(args=[*args[:index], arg, *args[index:]])
-                return updated_node.with_changes(args=append_item(args, arg, "whitespace_after_arg"))
+                slot = self.slot
+
+                def build(updated, _resolve):
+                    arg = cst.Arg(cst.Name(name))
+                    args = list(updated.args)
+                    if slot is not None:
+                        index = slot + 1  # after the callable
+                        arg = arg.with_changes(comma=args[index - 1].comma)
+                        return updated.with_changes(args=[*args[:index], arg, *args[index:]])
+                    return updated.with_changes(args=append_item(args, arg, "whitespace_after_arg"))
+
+                self.replace(node, build, reformat=True)
+                return
             self.ctx.error(
                 self.action.rule,
                 self.current_function,
-                f"cannot pass `{self.name}` positionally in `{code_of(updated_node.func)}(...)` in "
+                f"cannot pass `{name}` positionally in `{code_of(node.func)}(...)` in "
                 f"{self.current_function}: it passes {positional} arguments, the called forward takes "
                 f"{'/'.join(map(str, sorted(self.arity)))}; pass the arguments by keyword first",
             )
-        return updated_node

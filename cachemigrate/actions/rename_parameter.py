@@ -12,7 +12,9 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..patterns import TemplateError, parse_expression
-from .base import Action, Scoped, calls_role_module
+from ..edits import Replace
+from .base import Action, Planner
+from .helpers import calls_role_module
 
 
 class RenameParameter(Action):
@@ -35,15 +37,20 @@ class RenameParameter(Action):
         if rule.params.get("deprecate") and "version" not in rule.params:
             raise check.fail("params.version", 'a version string such as "4.56.0" when `deprecate = true`')
 
-    def transformer(self) -> cst.CSTTransformer:
-        return _Transformer(self)
+    def planner(self) -> Planner:
+        return _Planner(self)
 
 
 def _uses_name(node: cst.FunctionDef, name: str) -> bool:
     """``name`` is a variable or parameter of the function (not just a keyword or an attribute name)."""
-    keywords = {id(a.keyword) for a in m.findall(node, m.Arg(keyword=m.Name(name)))}
-    attributes = {id(a.attr) for a in m.findall(node, m.Attribute(attr=m.Name(name)))}
-    return any(id(n) not in keywords | attributes for n in m.findall(node, m.Name(name)))
+    return bool(_variable_names(node, name))
+
+
+def _variable_names(node: cst.CSTNode, name: str) -> list[cst.Name]:
+    """The ``Name`` nodes of ``name`` in ``node`` that are variables or parameters (not keywords, attributes)."""
+    others = {a.keyword for a in m.findall(node, m.Arg(keyword=m.Name(name)))}
+    others |= {a.attr for a in m.findall(node, m.Attribute(attr=m.Name(name)))}
+    return [n for n in m.findall(node, m.Name(name)) if n not in others]
 
 
 def _code(node: cst.CSTNode) -> str:
@@ -58,85 +65,74 @@ def _decorator(old: str, new: str, version: str) -> cst.Decorator:
     )
 
 
-class _Transformer(Scoped):
+class _Planner(Planner):
     VISIT_EVERYTHING = True  # call sites of the role's modules can be anywhere in the file
 
     def __init__(self, action: RenameParameter) -> None:
         super().__init__(action)
         self.old, self.new = action.param("old"), action.param("new")
         self.targets = set(action.ctx.classes)
-        self.clash = False
-        self._call_targets_role = False
-        self._stack: list[bool] = []
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        if len(self.function_stack) == 1 and self.in_function_scope() and self.old != self.new:
-            self.clash = _uses_name(node, self.new)
-
-    def _renaming(self) -> bool:
-        return self.in_function_scope() and self.old != self.new and not self.clash
-
-    def leave_Name(self, original_node: cst.Name, updated_node: cst.Name):
-        if self._renaming() and updated_node.value == self.old:
-            return updated_node.with_changes(value=self.new)
-        return updated_node
-
-    def leave_Attribute(self, original_node: cst.Attribute, updated_node: cst.Attribute):
-        # `x.layer_past` is an attribute, not the parameter: undo a rename of the attribute name
-        if self._renaming() and original_node.attr.value == self.old:
-            return updated_node.with_changes(attr=original_node.attr)
-        return updated_node
-
-    def leave_Arg(self, original_node: cst.Arg, updated_node: cst.Arg):
-        # a keyword in a call: renamed when the call goes to one of the role's modules, kept otherwise
-        if original_node.keyword is None or original_node.keyword.value != self.old:
-            return updated_node
-        keyword = cst.Name(self.new) if self._call_targets_role else original_node.keyword
-        return updated_node.with_changes(keyword=keyword)
+        if len(self.function_stack) != 1 or not self.in_function_scope():
+            return
+        params = node.params
+        names = [p.name.value for p in params.params + params.kwonly_params]
+        if self.old not in names:
+            return
+        action: RenameParameter = self.action
+        if self.old != self.new and _uses_name(node, self.new):
+            self.ctx.error(
+                action.rule,
+                self.current_function,
+                f"cannot rename `{self.old}` to `{self.new}` in {self.current_function}: `{self.new}` is already "
+                "used there",
+            )
+            return
+        annotation = action.param("annotation")
+        param = next(p for p in params.params + params.kwonly_params if p.name.value == self.old)
+        annotated = annotation and (param.annotation is None or _code(param.annotation.annotation) != annotation)
+        if self.old == self.new and not annotated:
+            return  # the annotation was already there: nothing changes
+        action.changes += 1
+        if self.old != self.new:
+            new = self.new
+            for name in _variable_names(node, self.old):
+                self.replace(name, lambda updated, _: updated.with_changes(value=new))
+        if annotated:
+            self.replace(
+                node.params,
+                lambda updated, _: updated,
+                reformat=True,
+            )
+            self.replace(
+                param,
+                lambda updated, _: updated.with_changes(
+                    annotation=cst.Annotation(cst.parse_expression(annotation)),
+                    equal=cst.AssignEqual(cst.SimpleWhitespace(" "), cst.SimpleWhitespace(" ")),
+                ),
+            )
+        if action.param("deprecate") and self.old != self.new:
+            version = self.ctx.options.get("deprecation_version") or action.param("version")
+            decorator = _decorator(self.old, self.new, version)
+            self.action.edits.append(
+                Replace(
+                    action.rule.id,
+                    node,
+                    lambda updated, _: updated.with_changes(decorators=[*updated.decorators, decorator]),
+                    self.path_to(node),
+                    claim="header",
+                )
+            )
 
     def visit_Call(self, node: cst.Call) -> None:
-        self._stack.append(self._call_targets_role)
-        self._call_targets_role = calls_role_module(self.ctx, self.current_class, node.func, self.targets)
-
-    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call):
-        if (
-            self._call_targets_role
-            and self.old != self.new
-            and any(a.keyword is not None and a.keyword.value == self.old for a in original_node.args)
-        ):
-            self.action.changes += 1
-        self._call_targets_role = self._stack.pop()
-        return updated_node
-
-    def leave_Param(self, original_node: cst.Param, updated_node: cst.Param):
-        if len(self.function_stack) != 1 or not self.in_function_scope() or original_node.name.value != self.old:
-            return updated_node
-        annotation = self.action.param("annotation")
-        if annotation:
-            updated_node = updated_node.with_changes(
-                annotation=cst.Annotation(cst.parse_expression(annotation)),
-                equal=cst.AssignEqual(cst.SimpleWhitespace(" "), cst.SimpleWhitespace(" ")),
-            )
-        return updated_node
-
-    def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef):
-        if len(self.function_stack) != 1 or not self.in_function_scope():
-            return updated_node
-        names = [p.name.value for p in original_node.params.params + original_node.params.kwonly_params]
-        if self.old not in names:
-            return updated_node
-        if self.clash:
-            self.ctx.error(
-                self.action.rule,
-                self.current_function,
-                f"cannot rename `{self.old}` to `{self.new}` in {self.current_function}: `{self.new}` is already used there",
-            )
-            return updated_node
-        if self.old == self.new and _code(updated_node.params) == _code(original_node.params):
-            return updated_node  # the annotation was already there: nothing changed
-        self.action.changes += 1
-        if self.action.param("deprecate") and self.old != self.new:
-            version = self.ctx.options.get("deprecation_version") or self.action.param("version")
-            decorator = _decorator(self.old, self.new, version)
-            updated_node = updated_node.with_changes(decorators=[*updated_node.decorators, decorator])
-        return updated_node
+        """A keyword in a call to one of the role's modules is renamed; other calls keep theirs."""
+        if self.old == self.new or not calls_role_module(self.ctx, self.current_class, node.func, self.targets):
+            return
+        renamed = False
+        for arg in node.args:
+            if arg.keyword is not None and arg.keyword.value == self.old:
+                new = self.new
+                self.replace(arg, lambda updated, _: updated.with_changes(keyword=cst.Name(new)))
+                renamed = True
+        self.action.changes += renamed

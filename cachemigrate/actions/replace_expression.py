@@ -6,7 +6,8 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..patterns import compile_expression, fill_expression, match_expression
-from .base import CACHE_GUARD, Action, Scoped, check_templates, rule_templates
+from .base import Action, Planner, captured_nodes
+from .helpers import CACHE_GUARD, check_templates, rule_templates
 
 
 class ReplaceExpression(Action):
@@ -26,41 +27,42 @@ class ReplaceExpression(Action):
         self.patterns = [compile_expression(t) for t in rule_templates(rule)]
         self.types = {type(p.matchers[0]).__name__ for p in self.patterns}
 
-    def transformer(self) -> cst.CSTTransformer:
-        return _Transformer(self)
+    def planner(self) -> Planner:
+        return _Planner(self)
 
 
-class _Transformer(Scoped):
-    """Rewrites matching expressions, except in the tuple branch of ``a if isinstance(x, Cache) else b``: that
-    code is already guarded (a second run must not wrap its own output again)."""
+class _Planner(Planner):
+    """Plans the rewrite of matching expressions (the outermost match wins), except in the tuple branch of
+    ``a if isinstance(x, Cache) else b``: that code is already guarded (a second run must not wrap its own
+    output again)."""
 
-    def __init__(self, action: "ReplaceExpression") -> None:
+    def __init__(self, action: ReplaceExpression) -> None:
         super().__init__(action)
-        self.guarded: set[int] = set()
+        self.guarded: set[cst.CSTNode] = set()  # original nodes, alive for the whole plan
 
-    def on_visit(self, node):
-        if id(node) in self.guarded:
+    def on_visit(self, node) -> bool:
+        if not super().on_visit(node) or node in self.guarded:
             return False
         if isinstance(node, cst.IfExp) and m.matches(node.test, CACHE_GUARD):
-            self.guarded.add(id(node.orelse))
-        return super().on_visit(node)
-
-    def on_leave(self, original_node, updated_node):
-        result = super().on_leave(original_node, updated_node)
+            self.guarded.add(node.orelse)
+        if not isinstance(node, cst.BaseExpression) or not self.in_function_scope():
+            return True
         action: ReplaceExpression = self.action
-        if (
-            id(original_node) not in self.guarded
-            and isinstance(result, cst.BaseExpression)
-            and type(result).__name__ in action.types
-            and self.in_function_scope()
-        ):
-            bound = self.bound()
-            for pattern in action.patterns:
-                captures = match_expression(pattern, result, bound)
-                if captures is not None:
-                    action.changes += 1
-                    self.mark_touched()
-                    values = {**{k: v for k, v in bound.items()}, **captures}
-                    new = fill_expression(action.rule.params["replacement"], values)
-                    return new.with_changes(lpar=result.lpar, rpar=result.rpar) if result.lpar else new
-        return result
+        view = self.ctx.view(node)
+        if type(view).__name__ not in action.types:
+            return True
+        bound = self.bound()
+        for pattern in action.patterns:
+            captures = match_expression(pattern, view, bound)
+            if captures is None:
+                continue
+            action.changes += 1
+            replacement = action.rule.params["replacement"]
+
+            def build(updated, resolve, captures=captures, bound=bound):
+                new = fill_expression(replacement, {**bound, **resolve.values(captures)})
+                return new.with_changes(lpar=updated.lpar, rpar=updated.rpar) if updated.lpar else new
+
+            self.replace(node, build, captured_nodes(captures), reformat=True)
+            return False
+        return True

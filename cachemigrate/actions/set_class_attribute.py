@@ -9,7 +9,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..patterns import TemplateError, code_of, parse_expression
-from .base import Action, Scoped
+from .base import Action, Planner
 
 
 class SetClassAttribute(Action):
@@ -26,34 +26,32 @@ class SetClassAttribute(Action):
         except TemplateError as exc:
             raise check.fail("params.value", f"a Python expression ({exc})") from None
 
-    def transformer(self) -> cst.CSTTransformer:
-        return _Transformer(self)
+    def planner(self) -> Planner:
+        return _Planner(self)
 
 
-class _Transformer(Scoped):
-    def leave_ClassDef(self, original_node: cst.ClassDef, updated_node: cst.ClassDef):
-        if self.function_stack or original_node.name.value not in self.ctx.classes:
-            return updated_node
+class _Planner(Planner):
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        if self.function_stack or node.name.value not in self.ctx.classes:
+            return
         action: SetClassAttribute = self.action
         name, value = action.param("name"), cst.parse_expression(action.param("value"))
         target = m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(m.Name(name))])])
-        body = list(updated_node.body.body)
-        for index, stmt in enumerate(body):
+        body = list(node.body.body)
+        for stmt in body:
             if m.matches(stmt, target):
                 if code_of(stmt.body[0].value) == code_of(value):
-                    return updated_node
-                body[index] = stmt.with_changes(body=[stmt.body[0].with_changes(value=value)])
+                    return
+                action.changes += 1
+                self.replace(stmt.body[0], lambda updated, _: updated.with_changes(value=value))
+                return
+        position = 0
+        for index, stmt in enumerate(body):
+            if m.matches(stmt, m.SimpleStatementLine(body=[m.Assign() | m.AnnAssign() | m.Expr(m.SimpleString())])):
+                position = index + 1
+            else:
                 break
-        else:
-            line = cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(name))], value)])
-            position = 0
-            for index, stmt in enumerate(body):
-                if m.matches(
-                    stmt, m.SimpleStatementLine(body=[m.Assign() | m.AnnAssign() | m.Expr(m.SimpleString())])
-                ):
-                    position = index + 1
-                else:
-                    break
-            body.insert(position, line)
         action.changes += 1
-        return updated_node.with_changes(body=updated_node.body.with_changes(body=body))
+        self.insert(
+            node.body, position, [cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(name))], value)])]
+        )

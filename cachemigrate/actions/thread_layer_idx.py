@@ -14,15 +14,16 @@ import libcst.matchers as m
 
 from ..patterns import code_of
 from .add_parameter import add_parameter, has_parameter
-from .base import Action, Scoped, append_item
+from .base import Action, Planner
+from .helpers import append_item
 
 
 class ThreadLayerIdx(Action):
     name = "thread_layer_idx"
     PARAMS = {"name": (str, False, 'the parameter name (default "layer_idx")')}
 
-    def transformer(self) -> cst.CSTTransformer:
-        return _Transformer(self)
+    def planner(self) -> Planner:
+        return _Planner(self)
 
 
 def _with_keyword(call: cst.Call, name: str, value: cst.BaseExpression) -> cst.Call:
@@ -36,7 +37,7 @@ def _has_keyword(call: cst.Call, name: str) -> bool:
     return any(a.keyword is not None and a.keyword.value == name for a in call.args)
 
 
-class _Transformer(Scoped):
+class _Planner(Planner):
     def __init__(self, action: ThreadLayerIdx) -> None:
         super().__init__(action)
         self.name = action.param("name", "layer_idx")
@@ -51,52 +52,52 @@ class _Transformer(Scoped):
     def _callee(self, call: cst.Call) -> str:
         return code_of(call.func)
 
-    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call):
-        if self._in_init(self.blocks) and self._callee(updated_node) in self.attention:
-            if not _has_keyword(updated_node, self.name):
-                self.action.changes += 1
-                self.mark_touched()
-                return _with_keyword(updated_node, self.name, cst.Name(self.name))
-        return updated_node
+    def visit_Call(self, node: cst.Call) -> None:
+        if self._in_init(self.blocks) and self._callee(node) in self.attention and not _has_keyword(node, self.name):
+            self.action.changes += 1
+            name = self.name
+            self.replace(node, lambda updated, _: _with_keyword(updated, name, cst.Name(name)), reformat=True)
 
-    def _comprehension(self, updated_node):
-        if not self._in_init(self.models) or not isinstance(updated_node.elt, cst.Call):
-            return updated_node
-        call = updated_node.elt
+    def _comprehension(self, node) -> None:
+        if not self._in_init(self.models) or not isinstance(node.elt, cst.Call):
+            return
+        call = node.elt
         if self._callee(call) not in self.blocks or _has_keyword(call, self.name):
-            return updated_node
-        target = updated_node.for_in.target
-        if not isinstance(target, cst.Name) or updated_node.for_in.inner_for_in is not None:
+            return
+        target = node.for_in.target
+        if not isinstance(target, cst.Name) or node.for_in.inner_for_in is not None:
             self.action.ctx.error(
                 self.action.rule,
                 self.current_function,
                 f"cannot pass `{self.name}` to {self._callee(call)}: its ModuleList loop target is not one name",
             )
-            return updated_node
+            return
         self.action.changes += 1
-        self.mark_touched()
-        if target.value == "_":
-            target = cst.Name(self.name)
-            updated_node = updated_node.with_changes(for_in=updated_node.for_in.with_changes(target=target))
-        return updated_node.with_changes(elt=_with_keyword(call, self.name, cst.Name(target.value)))
+        name = self.name
+        variable = name if target.value == "_" else target.value
 
-    def leave_ListComp(self, original_node, updated_node):
-        return self._comprehension(updated_node)
+        def build(updated, _resolve):
+            if target.value == "_":
+                updated = updated.with_changes(for_in=updated.for_in.with_changes(target=cst.Name(name)))
+            return updated.with_changes(elt=_with_keyword(updated.elt, name, cst.Name(variable)))
 
-    def leave_GeneratorExp(self, original_node, updated_node):
-        return self._comprehension(updated_node)
+        self.replace(node, build, reformat=True)
 
-    def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef):
+    def visit_ListComp(self, node) -> None:
+        self._comprehension(node)
+
+    def visit_GeneratorExp(self, node) -> None:
+        self._comprehension(node)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         if len(self.function_stack) != 1 or not self._in_init(self.attention | self.blocks):
-            return updated_node
-        if not has_parameter(updated_node.params, self.name):
+            return
+        name = self.name
+        if not has_parameter(node.params, name):
             self.action.changes += 1
-            updated_node = updated_node.with_changes(params=add_parameter(updated_node.params, self.name, "None"))
+            self.replace(node.params, lambda updated, _: add_parameter(updated, name, "None"), reformat=True)
         if self.current_class in self.attention and not m.findall(
-            updated_node, m.AssignTarget(m.Attribute(m.Name("self"), m.Name(self.name)))
+            node, m.AssignTarget(m.Attribute(m.Name("self"), m.Name(name)))
         ):
             self.action.changes += 1
-            store = cst.parse_statement(f"self.{self.name} = {self.name}\n")
-            body = [*updated_node.body.body, store]
-            updated_node = updated_node.with_changes(body=updated_node.body.with_changes(body=body))
-        return updated_node
+            self.insert(node.body, len(node.body.body), [cst.parse_statement(f"self.{name} = {name}\n")])

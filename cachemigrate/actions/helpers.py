@@ -1,0 +1,140 @@
+"""Small helpers the actions share: template checks and filling, comma-separated lists, role calls."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable, Mapping
+
+import libcst as cst
+import libcst.matchers as m
+
+from ..analysis import GUARD_TYPES
+
+if TYPE_CHECKING:
+    from ..schema import Checker, Rule
+    from .base import ActionContext
+
+
+# `isinstance(x, Cache)` and the like: code guarded by it already handles a Cache
+CACHE_GUARD = m.Call(
+    func=m.Name("isinstance"), args=[m.Arg(), m.Arg(m.Name(m.MatchIfTrue(lambda name: name in GUARD_TYPES)))]
+)
+
+
+def depth_of(function_qualname: str | None) -> int:
+    """Indentation depth of a top-level statement in a function body (method: 2, function: 1)."""
+    if function_qualname is None:
+        return 0
+    return 2 if "." in function_qualname else 1
+
+
+def check_holes(check: "Checker", key: str, template: str, captured: set[str]) -> None:
+    """A template may only use holes its pattern captures or that are bound (``cache``, ``layers``, facts)."""
+    from ..patterns import holes
+
+    unknown = holes(template) - captured - set(getattr(check, "bound_names", ()))
+    if unknown:
+        raise check.fail(
+            key, f"a template whose holes are captured or bound ({', '.join(sorted(unknown))} is not)", template
+        )
+
+
+def _without_comment(comma: cst.Comma) -> cst.Comma:
+    """``comma`` without the comment (and blank lines) that may follow it on its line."""
+    after = comma.whitespace_after
+    if isinstance(after, cst.ParenthesizedWhitespace):
+        return comma.with_changes(
+            whitespace_after=after.with_changes(first_line=cst.TrailingWhitespace(), empty_lines=[])
+        )
+    return comma
+
+
+def _with_comment_of(comma: cst.Comma, source: cst.Comma) -> cst.Comma:
+    """``comma`` carrying the end-of-line comment of ``source``, when both end a line."""
+    if isinstance(comma.whitespace_after, cst.ParenthesizedWhitespace) and isinstance(
+        source.whitespace_after, cst.ParenthesizedWhitespace
+    ):
+        return comma.with_changes(
+            whitespace_before=source.whitespace_before,
+            whitespace_after=comma.whitespace_after.with_changes(first_line=source.whitespace_after.first_line),
+        )
+    return comma
+
+
+def append_item(items: list, new: cst.CSTNode, trailing_field: str) -> list:
+    """Append ``new`` to a comma-separated list of Params or Args, following the list's layout: one item per
+    line (a trailing comma) or all on one line. ``trailing_field`` is the whitespace after an item
+    (``whitespace_after_param`` or ``whitespace_after_arg``)."""
+    if not items:
+        return [new]
+    last = items[-1]
+    before_last = items[-2].comma if len(items) > 1 else None
+    separator = (
+        _without_comment(before_last)
+        if isinstance(before_last, cst.Comma)
+        else cst.Comma(cst.SimpleWhitespace(""), cst.SimpleWhitespace(" "))
+    )
+    if isinstance(last.comma, cst.Comma):
+        # ``new`` takes the trailing comma (and the line break before the closing bracket); a comment after the
+        # last item stays on that item's line
+        new = new.with_changes(comma=_without_comment(last.comma))
+        last = last.with_changes(comma=_with_comment_of(separator, last.comma))
+    else:
+        # no trailing comma: the separator the list already uses (", " or one item per line) goes before ``new``
+        new = new.with_changes(**{trailing_field: getattr(last, trailing_field)})
+        last = last.with_changes(comma=separator, **{trailing_field: cst.SimpleWhitespace("")})
+    return [*items[:-1], last, new]
+
+
+def filled_and_formatted(ctx: ActionContext, template: str, values: Mapping, depth: int) -> list[cst.BaseStatement]:
+    """The template's statements with holes filled, black-formatted as inserted code at ``depth``.
+
+    A template that splices a captured block (``{body}``) is not formatted: that block is the user's code,
+    whose layout is kept; such templates are written black-style."""
+    import textwrap
+
+    from ..patterns import fill_statements, holes, to_python
+
+    python = to_python(textwrap.dedent(template).strip() + "\n")
+    filled = fill_statements(python, values)
+    if any(isinstance(values.get(name), tuple) for name in holes(template)):
+        return filled
+    code = ctx.format_statements(cst.Module(body=filled).code, depth)
+    return list(cst.parse_module(code).body)
+
+
+def rule_templates(rule: "Rule") -> list:
+    """The rule's ``patterns`` list and single ``pattern``, together."""
+    return list(rule.params.get("patterns", [])) + ([rule.params["pattern"]] if "pattern" in rule.params else [])
+
+
+def calls_role_module(ctx: ActionContext, current_class: str | None, func: cst.BaseExpression, targets: set) -> bool:
+    """``func`` calls a module of one of the ``targets`` classes: ``self.<attr>`` built from such a class in
+    ``__init__``, or a local variable (the block of the layer loop) in a class holding a ModuleList of them. A
+    module-level name (an output class, a function) never is."""
+    owner = ctx.info.classes.get(current_class) if current_class else None
+    if owner is None:
+        return False
+    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+        return owner.submodules.get(func.attr.value) in targets
+    if isinstance(func, cst.Name) and func.value not in ctx.info.globals:
+        return bool(set(owner.module_lists.values()) & targets)
+    return False
+
+
+def check_templates(rule: "Rule", check: "Checker", compile_template: Callable, kind: str, extra: set = frozenset()):
+    """Load-time checks shared by the pattern actions: ``pattern``/``patterns`` present, each a valid ``kind``
+    template, and the replacement using only holes each pattern captures (or ``extra`` ones)."""
+    from ..patterns import TemplateError
+
+    if "patterns" in rule.params:
+        check.str_list("params.patterns")
+    templates = rule_templates(rule)
+    if not templates:
+        raise check.fail("params.pattern", f"a {kind} template (or `patterns`, a list of them)")
+    for template in templates:
+        try:
+            pattern = compile_template(template)
+        except TemplateError as exc:
+            key = "params.pattern" if template == rule.params.get("pattern") else "params.patterns"
+            raise check.fail(key, f"a valid {kind} template ({exc})", template) from None
+        check_holes(check, "params.replacement", rule.params["replacement"], pattern.holes() | set(extra))

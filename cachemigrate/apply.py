@@ -1,0 +1,224 @@
+"""Applying a plan: every rule's edits in one libcst pass over the original tree.
+
+Only the nodes on the way to an edit are visited; everything else is handed back as it is. Edits on the same
+node compose in rule order; an edit inside the code another edit re-uses (a captured ``{body}``) is kept, because
+build functions resolve captures to their edited form. A block whose statements were all removed is handled
+here: an ``if`` with a side-effect-free test and no ``else`` goes, an emptied ``else`` goes, any other emptied
+block gets ``pass``. Whatever the applier removes or reformats on its own is reported as an extra claim of the
+rules that caused it, so the region audit (:mod:`cachemigrate.audit`) covers it too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from typing import Callable
+
+import libcst as cst
+import libcst.matchers as m
+
+from .edits import Plan, Replace, Resolve, Splice
+
+
+class Reformat:
+    """How edited code is re-laid out when it no longer fits: one simple statement, or a ``def`` header."""
+
+    def statement(self, stmt: cst.SimpleStatementLine, depth: int) -> cst.SimpleStatementLine:
+        return stmt
+
+    def header(self, function: cst.FunctionDef, depth: int) -> cst.FunctionDef:
+        return function
+
+
+class ApplyError(RuntimeError):
+    """An edit could not be applied (a bug in an action: its node is not where it said)."""
+
+
+@dataclasses.dataclass
+class Applied:
+    module: cst.Module
+    extra_claims: list[tuple[str, cst.CSTNode, str]]  # (rule, original node, "node"|"header") changed for rules
+    changes: dict[str, int]  # rule -> number of edits applied
+
+
+_PURE = (
+    m.Name()
+    | m.Attribute()
+    | m.Comparison()
+    | m.BooleanOperation()
+    | m.UnaryOperation(operator=m.Not())
+    | m.Integer()
+    | m.SimpleString()
+)
+
+
+def _side_effect_free(test: cst.BaseExpression) -> bool:
+    """Only names, attributes, comparisons, ``and``/``or``/``not`` and literals: dropping it changes nothing."""
+    calls = m.findall(test, m.Call() | m.Subscript() | m.NamedExpr() | m.Await() | m.Yield() | m.Lambda())
+    return not calls and m.matches(test, _PURE)
+
+
+class _Applier(cst.CSTTransformer):
+    def __init__(self, plan: Plan, reformat: Reformat | None) -> None:
+        super().__init__()
+        self.replaces: dict[cst.CSTNode, list[Replace]] = defaultdict(list)
+        self.splices: dict[cst.CSTNode, list[Splice]] = defaultdict(list)
+        self.ancestors: set[cst.CSTNode] = set()
+        self.watch: set[cst.CSTNode] = set()
+        for edit in plan:
+            self.ancestors.update(edit.path)
+            self.watch.update(edit.captures)
+            if isinstance(edit, Replace):
+                self.replaces[edit.node].append(edit)
+            else:
+                self.splices[edit.block].append(edit)
+                self.ancestors.add(edit.block)
+                self.ancestors.update(edit.statements)  # so that edits inside the run are applied first
+                self.watch.update(getattr(edit.block, "body", ()))
+        self.results: dict[cst.CSTNode, object] = {}
+        self.resolve = Resolve(self.results)
+        self.reformat = reformat
+        self.depth = 0
+        self.statements: list[list[str]] = []  # per open SimpleStatementLine: rules that asked to reformat it
+        self.headers: list[list[str]] = []  # per open FunctionDef: rules that edited its parameters
+        self.touched: dict[cst.CSTNode, set[str]] = {}  # original statement -> rules whose edits changed it
+        self.pending = set(plan.edits)  # edits compare by identity; the plan keeps them alive
+        self.extra_claims: list[tuple[str, cst.CSTNode, str]] = []
+        self.changes: dict[str, int] = defaultdict(int)
+
+    # -- traversal -------------------------------------------------------------------------------------------
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, cst.IndentedBlock):
+            self.depth += 1
+        elif isinstance(node, cst.SimpleStatementLine):
+            self.statements.append([])
+        elif isinstance(node, cst.FunctionDef):
+            self.headers.append([])
+        return node in self.ancestors
+
+    def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):
+        result: object = updated
+        if original in self.splices:
+            result = self._spliced(original, result)
+        for edit in self.replaces.get(original, ()):
+            if isinstance(result, cst.RemovalSentinel):
+                break
+            built = edit.build(result, self.resolve)
+            self.pending.discard(edit)
+            self.changes[edit.rule] += 1
+            self._mark(original, edit.rule)
+            if edit.reformat and isinstance(original, cst.Parameters) and self.headers:
+                self.headers[-1].append(edit.rule)
+            elif edit.reformat and self.statements:
+                self.statements[-1].append(edit.rule)
+            result = built
+        if isinstance(original, cst.IndentedBlock):
+            self.depth -= 1
+        elif isinstance(original, cst.SimpleStatementLine):
+            asked = self.statements.pop()
+            if asked and isinstance(result, cst.SimpleStatementLine) and self.reformat is not None:
+                formatted = self.reformat.statement(result, self.depth)
+                if formatted is not result:
+                    self.extra_claims.extend((rule, original, "node") for rule in dict.fromkeys(asked))
+                    result = formatted
+        elif isinstance(original, cst.FunctionDef):
+            asked = self.headers.pop()
+            if asked and isinstance(result, cst.FunctionDef) and self.reformat is not None:
+                formatted = self.reformat.header(result, self.depth)
+                if formatted is not result:
+                    self.extra_claims.extend((rule, original, "header") for rule in dict.fromkeys(asked))
+                    result = formatted
+        if isinstance(original, (cst.If, cst.For, cst.While, cst.With, cst.Try)) and not isinstance(
+            result, cst.RemovalSentinel
+        ):
+            result = self._emptied(original, result)
+        if original in self.watch:
+            self.results[original] = result
+        return result
+
+    def _mark(self, original: cst.CSTNode, rule: str) -> None:
+        self.touched.setdefault(original, set()).add(rule)
+
+    # -- splices --------------------------------------------------------------------------------------------
+
+    def _spliced(self, original, updated):
+        """Rebuild ``original``'s body from its statements' results, with the splices in place.
+
+        The splices are also folded into the results of the block's own statements (a replaced run becomes its
+        first statement's result, an insertion joins the statement it precedes), so that code which captured
+        these statements, like a ``{body}`` of an enclosing rule, resolves to what they became."""
+        body_of = list(original.body)
+        covered: dict[int, Splice] = {}
+        for edit in self.splices[original]:
+            if edit.index + edit.count > len(body_of) or edit.index < 0:
+                raise ApplyError(f"a splice of {edit.rule} reaches past the end of its block")
+            for number in range(edit.index, edit.index + edit.count):
+                if number in covered:
+                    raise ApplyError(
+                        f"{covered[number].rule} and {edit.rule} both rewrite statement number {number} "
+                        f"({type(body_of[number]).__name__}) of one block"
+                    )
+                covered[number] = edit
+        before: dict[int, list] = defaultdict(list)  # statements that go before original statement number i
+        for edit in self.splices[original]:  # rule order within one index
+            built = list(edit.build(self.resolve))
+            self.pending.discard(edit)
+            self.changes[edit.rule] += 1
+            for stmt in edit.statements:
+                self._mark(stmt, edit.rule)
+            before[edit.index].extend(built)
+        tail = before.pop(len(body_of), [])
+        for number, stmt in enumerate(body_of):
+            own = [] if number in covered else self.resolve.statements([stmt])
+            new = [*before.get(number, []), *own]
+            if number == len(body_of) - 1:
+                new.extend(tail)
+            self.results[stmt] = cst.FlattenSentinel(new) if new else cst.RemoveFromParent()
+        body = [*tail] if not body_of else self.resolve.statements(body_of)
+        return updated.with_changes(body=body)
+
+    # -- emptied blocks --------------------------------------------------------------------------------------
+
+    def _removed_rules(self, statements) -> list[str]:
+        return sorted({rule for s in statements for rule in self.touched.get(s, ())})
+
+    def _emptied(self, original, result):
+        body = getattr(result, "body", None)
+        if not isinstance(body, cst.IndentedBlock) or body.body or not original.body.body:
+            result = self._emptied_else(original, result)
+            return result
+        rules = self._removed_rules(original.body.body)
+        if isinstance(original, cst.If) and result.orelse is None and _side_effect_free(original.test):
+            self.extra_claims.extend((rule, original, "node") for rule in rules)
+            self.touched[original] = set(rules)
+            return cst.RemoveFromParent()
+        result = result.with_changes(body=body.with_changes(body=[cst.SimpleStatementLine([cst.Pass()])]))
+        return self._emptied_else(original, result)
+
+    def _emptied_else(self, original, result):
+        orelse = getattr(result, "orelse", None)
+        if (
+            isinstance(orelse, cst.Else)
+            and not orelse.body.body
+            and isinstance(original.orelse, cst.Else)
+            and original.orelse.body.body
+        ):
+            rules = self._removed_rules(original.orelse.body.body)
+            self.extra_claims.extend((rule, original.orelse, "node") for rule in rules)
+            return result.with_changes(orelse=None)
+        return result
+
+
+def apply_plan(module: cst.Module, plan: Plan, reformat: Reformat | None = None) -> Applied:
+    """The module with every edit of ``plan`` applied. Raises :class:`ApplyError` if an edit's node was not found
+    where the plan said (the edit would silently be lost otherwise)."""
+    if not len(plan):
+        return Applied(module, [], {})
+    applier = _Applier(plan, reformat)
+    applier.ancestors.add(module)
+    new = module.visit(applier)
+    if applier.pending:
+        lost = sorted({e.rule for e in applier.pending})
+        raise ApplyError(f"edits of {', '.join(lost)} were not applied: their node is not where the rule said")
+    return Applied(new, applier.extra_claims, dict(applier.changes))

@@ -1,0 +1,60 @@
+"""The imports the applied rules need, planned as edits of the module head through libcst's
+``AddImportsVisitor``."""
+
+from __future__ import annotations
+
+import difflib
+import sys
+
+import libcst as cst
+import libcst.matchers as m
+from libcst.codemod import CodemodContext
+from libcst.codemod.visitors import AddImportsVisitor
+
+from .edits import Splice
+from .schema import Era
+
+IMPORTS_RULE = "imports"  # the claim name of the import edits
+
+
+def plan_imports(module: cst.Module, era: Era, names: list[str]) -> list[Splice]:
+    """Edits that add ``names`` to the imports at the top of ``module``.
+
+    An entry is ``Name`` (from the era's cache module), ``module.path:Name`` (a module of transformers, e.g.
+    ``utils.deprecation:deprecate_kwarg``) or ``stdlib_module:Name`` (``typing:Optional``). transformers modules
+    are imported in the style of the file's own: relative (``from ...cache_utils``) inside the transformers
+    package, absolute elsewhere. ``AddImportsVisitor`` rewrites a copy of the module head; the statements it
+    changed or added are found by comparing their code with the original head's, and become splices."""
+    if not names:
+        return []
+    relative = 0
+    for node in m.findall(module, m.ImportFrom(module=m.Name("modeling_utils"))):
+        if node.relative:
+            relative = len(node.relative)
+            break
+    context = CodemodContext()
+    for entry in names:
+        source, _, name = entry.rpartition(":")
+        source = source or era.cache_module
+        if source.split(".")[0] in sys.stdlib_module_names:
+            AddImportsVisitor.add_needed_import(context, source, name)
+        elif relative:
+            AddImportsVisitor.add_needed_import(context, source, name, relative=relative)
+        else:
+            AddImportsVisitor.add_needed_import(context, f"transformers.{source}", name)
+    split = next(
+        (i for i, stmt in enumerate(module.body) if isinstance(stmt, (cst.ClassDef, cst.FunctionDef))),
+        len(module.body),
+    )
+    head = module.with_changes(body=module.body[:split])
+    new_head = AddImportsVisitor(context).transform_module(head)
+    old = [module.code_for_node(s) for s in head.body]
+    new = [module.code_for_node(s) for s in new_head.body]
+    edits: list[Splice] = []
+    matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        statements = list(new_head.body[j1:j2])
+        edits.append(Splice(IMPORTS_RULE, module, i1, i2 - i1, lambda _r, s=statements: s, ()))
+    return edits
