@@ -23,7 +23,9 @@ from .patterns import TemplateError, compile_statements
 
 TIERS = ("dynamic", "static", "upstream")
 ROLES = ("attention", "block", "base_model", "pretrained", "head", "any")
-BUILTIN_RULES = Path(__file__).resolve().parent.parent / "rules"
+# installed (a wheel): cachemigrate/builtin_rules/; a checkout or an editable install: rules/ beside the package
+_PACKAGED_RULES = Path(__file__).resolve().parent / "builtin_rules"
+BUILTIN_RULES = _PACKAGED_RULES if _PACKAGED_RULES.is_dir() else Path(__file__).resolve().parent.parent / "rules"
 _ID = re.compile(r"^[A-Z]{2,4}\d{3}$")
 
 
