@@ -58,7 +58,7 @@ class Config:
 
 def find_pyproject(paths: Sequence[Path]) -> Path | None:
     """The pyproject.toml in the deepest common directory of ``paths`` or above it."""
-    resolved = [Path(p).resolve() for p in paths] or [Path.cwd()]
+    resolved = [Path(os.path.abspath(p)) for p in paths] or [Path.cwd()]  # a symlink belongs where it is
     start = Path(os.path.commonpath([str(p) for p in resolved]))
     if start.is_file():
         start = start.parent
