@@ -52,20 +52,23 @@ class _Run:
         return not (self.batch.show_diff or self.batch.check)
 
     def _write(self, result: Result) -> Diagnostic | None:
-        """Write one migrated file; a file that cannot be written is a diagnostic. A signal waits for the write."""
+        """Write one migrated file; a file that cannot be written is a diagnostic."""
         if is_read_only(result.path):
             return read_only_diagnostic(result.path)
-        data = result.encoded()
         try:
-            with self.guard.critical():
-                write_atomically(result.path, data)
-                self.written += 1
+            write_atomically(result.path, result.encoded())
+            self.written += 1
         except OSError as exc:
             why = f"cannot write the file: {exc.strerror or exc}; it was left unchanged"
             return Diagnostic(result.path, 1, 1, codes.UNWRITABLE, why)
         return None
 
     def handle(self, result: Result | Failure) -> None:
+        """Account for, print and write one result; a signal meanwhile waits until all three are done."""
+        with self.guard.critical():
+            self._handle(result)
+
+    def _handle(self, result: Result | Failure) -> None:
         self.results.append(result)
         if isinstance(result, Failure):
             self.counts["error"] += 1

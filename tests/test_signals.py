@@ -68,13 +68,13 @@ def wait_for_first_write(process: subprocess.Popen, fork: Path, jobs: int) -> se
     return workers
 
 
-def check_files(fork: Path) -> int:
-    """Every file is the original or the migrated version, byte for byte, and no temporary is left; returns how
-    many were migrated."""
+def check_files(fork: Path, killed: bool = False) -> int:
+    """Every file is the original or the migrated version, byte for byte, and no temporary is left (unless the
+    process was SIGKILLed in the middle of writing one); returns how many were migrated."""
     files = sorted(fork.glob("modeling_*.py"))
     assert len(files) == COPIES
     assert [f.read_bytes() in (BEFORE, AFTER) for f in files] == [True] * COPIES
-    assert not [p.name for p in fork.iterdir() if p.name.endswith(".cachemigrate")]
+    assert killed or not [p.name for p in fork.iterdir() if p.name.endswith(".cachemigrate")]
     return sum(f.read_bytes() == AFTER for f in files)
 
 
@@ -122,7 +122,7 @@ def test_workers_do_not_outlive_a_killed_main_process(fork):
     while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not [pid for pid in workers if alive(pid)]
-    check_files(fork)
+    check_files(fork, killed=True)
 
 
 def test_a_report_is_written_for_an_interrupted_run(fork):
