@@ -15,7 +15,6 @@ import dataclasses
 import io
 import re
 import tokenize
-from pathlib import Path
 
 from . import diagnostics as codes
 from .diagnostics import Diagnostic
@@ -103,12 +102,3 @@ def decode(data: bytes, path: str = "<bytes>") -> Source | Diagnostic:
             "coding comment on line 1 or 2 (PEP 263) or save it as UTF-8",
         )
     return Source(path, text, Codec(encoding, bom, newline_of(text)))
-
-
-def read(path: Path | str) -> Source | Diagnostic:
-    """:func:`decode` of a file's bytes; a file that cannot be read is a CM904 diagnostic too."""
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        return _unreadable(str(path), 1, 1, f"cannot read the file: {exc.strerror or exc}")
-    return decode(data, str(path))

@@ -32,6 +32,7 @@ import click
 
 from .engine import FileResult, Options
 from .runner import Failure, failed, run
+from .signals import Interrupted, StopOnSignal
 from .writing import is_read_only, read_only_diagnostic, write_atomically
 
 EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 123
@@ -88,14 +89,6 @@ class Regression:
     before: str
     after: str
     message: str
-
-
-class Interrupted(BaseException):
-    """Raised by the signal handlers; a BaseException so that no ``except Exception`` swallows it."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -346,7 +339,12 @@ def verify(files: list[Path], opts: VerifyOptions) -> int:
     say = (lambda text: None) if opts.quiet else (lambda text: click.echo(text, err=True))
     started = time.perf_counter()
     report: dict = {"era": opts.era, "tier": opts.tier, "verdict": "nothing-to-migrate", "restored": False}
-    migrated, code = _migrate_in_memory(files, opts, report)
+    try:
+        with StopOnSignal():  # Ctrl-C while migrating in memory: the workers are ended, nothing was written
+            migrated, code = _migrate_in_memory(files, opts, report)
+    except Interrupted as exc:
+        click.echo(f"interrupted by {exc} while migrating: nothing was written", err=True)
+        return exc.exit_code
     root = find_root(list(migrated)) if migrated else None
     if not migrated:
         say("nothing to migrate: no tests were run")

@@ -77,16 +77,26 @@ def _relative(path: Path, base: Path, is_dir: bool) -> str:
     return text + "/" if is_dir and text != "." else text
 
 
+@dataclasses.dataclass(frozen=True)
 class _Matcher:
     """Patterns and .gitignore files, relative to one base folder (the project root, or a folder named on the
     command line that the project ignores)."""
 
-    def __init__(self, base: Path, selection: Selection, gitignores: dict[Path, GitIgnoreSpec]) -> None:
-        self.base = base
-        self.include = _spec(selection.include, "include")
-        self.exclude = _spec((*selection.exclude, *selection.extend_exclude), "exclude")
-        self.force = _spec(selection.force_exclude, "force-exclude")
-        self.gitignores = gitignores
+    base: Path
+    include: GitIgnoreSpec
+    exclude: GitIgnoreSpec
+    force: GitIgnoreSpec
+    gitignores: dict  # folder -> the spec of its .gitignore, from the base down
+
+    @classmethod
+    def make(cls, base: Path, selection: Selection, gitignores: dict[Path, GitIgnoreSpec]) -> "_Matcher":
+        return cls(
+            base,
+            _spec(selection.include, "include"),
+            _spec((*selection.exclude, *selection.extend_exclude), "exclude"),
+            _spec(selection.force_exclude, "force-exclude"),
+            gitignores,
+        )
 
     def ignored(self, path: Path, is_dir: bool) -> bool:
         relative = _relative(path, self.base, is_dir)
@@ -101,11 +111,7 @@ class _Matcher:
 
     def with_gitignore_of(self, folder: Path) -> "_Matcher":
         spec = _gitignore(folder)
-        if spec is None:
-            return self
-        copy = object.__new__(_Matcher)
-        copy.__dict__.update(self.__dict__, gitignores={**self.gitignores, folder: spec})
-        return copy
+        return self if spec is None else dataclasses.replace(self, gitignores={**self.gitignores, folder: spec})
 
 
 def _is_environment(folder: Path) -> bool:
@@ -141,10 +147,10 @@ def _matcher_for(folder: Path, root: Path, selection: Selection) -> _Matcher:
             spec = _gitignore(parent)
             if spec is not None:
                 gitignores[parent] = spec
-    matcher = _Matcher(root, selection, gitignores)
+    matcher = _Matcher.make(root, selection, gitignores)
     if folder != root and matcher.ignored(folder, is_dir=True):
         own = {folder: gitignores[folder]} if folder in gitignores else {}
-        return _Matcher(folder, selection, own)
+        return _Matcher.make(folder, selection, own)
     return matcher
 
 
