@@ -43,7 +43,8 @@ def _selection_options(command):
     """--include/--exclude/--extend-exclude/--force-exclude: gitignore-style patterns, repeatable."""
     options = [
         click.option("--include", "include", multiple=True, metavar="PATTERN",
-                     help="Files to take in directories (default: config, or modeling_*.py). Repeatable."),
+                     help="Gitignore-style pattern of the files to take in directories (default: config, or "
+                     "modeling_*.py). Repeatable."),
         click.option("--exclude", "exclude", multiple=True, metavar="PATTERN",
                      help="Paths to leave out of directory walks; replaces the default "
                      "(modeling_tf_*.py, modeling_flax_*.py) and the config's. Repeatable."),

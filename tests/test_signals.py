@@ -161,3 +161,25 @@ def test_a_signal_during_a_write_waits_for_the_write_and_later_signals_are_ignor
             time.sleep(1)
         assert caught.value.exit_code == 130
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handlers are put back
+
+
+def test_ctrl_c_while_verify_migrates_in_memory_ends_the_workers_and_writes_nothing(fork):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    command = [sys.executable, "-m", "cachemigrate.cli", "verify", "--era", "4.52", "-j", "2", "--tests", "true"]
+    process = subprocess.Popen(
+        [*command, str(fork)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while len(workers := children(process.pid)) < 2:
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+        time.sleep(0.02)
+    time.sleep(0.5)  # the workers are migrating the first files
+    seconds, stderr = stop(process, signal.SIGINT, group=True)
+    assert process.returncode == 130, stderr
+    assert seconds < 5 and "interrupted by SIGINT while migrating: nothing was written" in stderr
+    deadline = time.monotonic() + 2
+    while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [pid for pid in workers if alive(pid)]
+    assert check_files(fork) == 0
