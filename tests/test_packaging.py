@@ -26,6 +26,17 @@ def _run(*command, **kwargs) -> subprocess.CompletedProcess:
     return result
 
 
+def _can_build_here() -> bool:
+    """This environment's setuptools builds wheels itself (70.1 and later, or with the ``wheel`` package): a
+    venv made by Python 3.11 has setuptools 65 and no ``wheel``."""
+    if importlib.util.find_spec("setuptools") is None:
+        return False
+    import setuptools
+
+    version = tuple(int(part) for part in setuptools.__version__.split(".")[:2] if part.isdigit())
+    return version >= (70, 1) or importlib.util.find_spec("wheel") is not None
+
+
 @pytest.fixture(scope="session")
 def wheel(tmp_path_factory) -> Path:
     source = tmp_path_factory.mktemp("source")
@@ -34,7 +45,7 @@ def wheel(tmp_path_factory) -> Path:
     for name in ("cachemigrate", "rules"):
         shutil.copytree(REPO / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
     dist = tmp_path_factory.mktemp("dist")
-    isolation = ["--no-build-isolation"] if importlib.util.find_spec("setuptools") else []
+    isolation = ["--no-build-isolation"] if _can_build_here() else []  # else pip gets setuptools from the index
     _run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", *isolation, "-w", dist, source)
     [built] = dist.glob("cachemigrate-*.whl")
     return built
