@@ -6,19 +6,18 @@ Exit codes: 0 all good; 1 ``--check`` found files that would change, or some fil
 
 from __future__ import annotations
 
-import json
 import sys
-import time
 from pathlib import Path
 
 import click
 
 from . import __version__
 from .config import Config, ConfigError, find_pyproject, load_config
-from .engine import FileResult, Options
-from .render import unified_diff
+from .batch import Batch, migrate_files
+from .engine import Options
 from .rules import TIERS, RuleError, available_eras, era_for_installed, load_ruleset
-from .runner import Failure, collect, run, write_atomically
+from .walk import PatternError, collect, find_root
+from .writing import cannot_write
 
 EXIT_OK, EXIT_CHANGES, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 123
 
@@ -38,6 +37,40 @@ def _resolve_era(requested: str, quiet: bool) -> str:
         installed = f"transformers {version} is installed" if version else "transformers is not installed"
         click.echo(f"era {era} ({installed})", err=True)
     return era
+
+
+def _selection_options(command):
+    """--include/--exclude/--extend-exclude/--force-exclude: gitignore-style patterns, repeatable."""
+    options = [
+        click.option("--include", "include", multiple=True, metavar="PATTERN",
+                     help="Gitignore-style pattern of the files to take in directories (default: config, or "
+                     "modeling_*.py). Repeatable."),
+        click.option("--exclude", "exclude", multiple=True, metavar="PATTERN",
+                     help="Paths to leave out of directory walks; replaces the default "
+                     "(modeling_tf_*.py, modeling_flax_*.py) and the config's. Repeatable."),
+        click.option("--extend-exclude", "extend_exclude", multiple=True, metavar="PATTERN",
+                     help="Paths to leave out, added to --exclude. Repeatable."),
+        click.option("--force-exclude", "force_exclude", multiple=True, metavar="PATTERN",
+                     help="Paths to leave out even when named on the command line (pre-commit). Repeatable."),
+    ]  # fmt: skip
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _collect(paths, config: Config, patterns: dict) -> list[Path]:
+    """The files to migrate (see :mod:`cachemigrate.walk`); exits 2 on a missing path or a bad pattern."""
+    try:
+        return collect(list(paths), config.selection(**patterns), find_root(list(paths)))
+    except (FileNotFoundError, PatternError) as exc:
+        _fail(str(exc))
+
+
+def _check_report(report: Path | None) -> None:
+    """Exit 2 before anything is migrated or written if the report could not be written at the end."""
+    problem = report and cannot_write(report)
+    if problem:
+        _fail(f"--report {problem}")
 
 
 def _settings(paths, era, tier, rules, line_length) -> tuple[Config, str, str, tuple[Path, ...], int]:
@@ -69,18 +102,19 @@ def _verify_options(command):
 
 
 def _run_verify(
-    paths, era, tier, rules, jobs, line_length, report, quiet, tests, probe, keep, timeout, **engine_options
+    paths, era, tier, rules, jobs, line_length, report, quiet, tests, probe, keep, timeout, patterns, **engine_options
 ) -> None:
     """Migrate PATHS with the fork's tests as the judge (see :mod:`cachemigrate.verify`); exits."""
     from .verify import VerifyOptions, verify
 
     config, era, tier, rule_dirs, line_length = _settings(paths, era, tier, rules, line_length)
     era = _resolve_era(era, quiet)
+    _check_report(report)
     try:
         load_ruleset(era, rule_dirs)
-        files = collect(list(paths), config.include, config.exclude)
-    except (RuleError, FileNotFoundError) as exc:
+    except RuleError as exc:
         _fail(str(exc))
+    files = _collect(paths, config, patterns)
     engine = Options(tier=tier, line_length=line_length, **engine_options)  # the same engine options as migrate
     jobs = jobs or config.jobs
     options = VerifyOptions(era, tier, rule_dirs, engine, jobs, tests, probe, keep, timeout, report, quiet)
@@ -113,6 +147,7 @@ def main() -> None:
 @click.option("--deprecation-version", default=None, help="The version @deprecate_kwarg names (upstream tier).")
 @click.option("--verify", "verify", is_flag=True, help="Run the fork's tests before and after; undo on a regression.")
 @_verify_options
+@_selection_options
 def migrate(
     paths,
     era,
@@ -131,6 +166,7 @@ def migrate(
     probe,
     keep,
     timeout,
+    **patterns,
 ) -> None:
     """Migrate PATHS (files, or directories searched for modeling_*.py) in place."""
     if verify:
@@ -138,71 +174,32 @@ def migrate(
             _fail("--verify writes the files; it cannot be combined with --diff or --check")
         engine_options = dict(signature=signature, deprecation_version=deprecation_version)
         _run_verify(
-            paths, era, tier, rules, jobs, line_length, report, quiet, tests, probe, keep, timeout, **engine_options
+            paths,
+            era,
+            tier,
+            rules,
+            jobs,
+            line_length,
+            report,
+            quiet,
+            tests,
+            probe,
+            keep,
+            timeout,
+            patterns,
+            **engine_options,
         )
     config, era, tier, rule_dirs, line_length = _settings(paths, era, tier, rules, line_length)
     era = _resolve_era(era, quiet)
+    _check_report(report)
     try:
         load_ruleset(era, rule_dirs)  # fail early, in this process, on bad rule files
-        files = collect(list(paths), config.include, config.exclude)
-    except (RuleError, FileNotFoundError) as exc:
+    except RuleError as exc:
         _fail(str(exc))
+    files = _collect(paths, config, patterns)
     options = Options(tier=tier, line_length=line_length, signature=signature, deprecation_version=deprecation_version)
-    started = time.perf_counter()
-    counts = {"migrated": 0, "clean": 0, "failed": 0, "error": 0}
-    would_change = 0
-    results: list[FileResult | Failure] = []
-    done = 0
-
-    def handle(result: FileResult | Failure) -> None:
-        nonlocal done, would_change
-        done += 1
-        results.append(result)
-        if isinstance(result, Failure):
-            counts["error"] += 1
-            click.echo(f"error: {result.path}: internal error: {result.error}", err=True)
-            return
-        counts[result.status] += 1
-        for diagnostic in result.diagnostics:
-            click.echo(str(diagnostic))
-        if result.changed:
-            would_change += 1
-            if show_diff:
-                click.echo(unified_diff(result.path, result.original, result.migrated), nl=False)
-            elif not check:
-                write_atomically(Path(result.path), result.migrated)
-        if not quiet:
-            verb = {"migrated": "would migrate" if (check or show_diff) else "migrated"}.get(
-                result.status, result.status
-            )
-            click.echo(f"[{done}/{len(files)}] {result.path}: {verb} ({result.seconds:.1f}s)", err=True)
-
-    for _ in run(files, era, rule_dirs, options, jobs or config.jobs, on_result=handle):
-        pass
-    elapsed = time.perf_counter() - started
-    if report:
-        payload = {
-            "era": era,
-            "tier": tier,
-            "seconds": round(elapsed, 2),
-            "counts": counts,
-            "files": [
-                r.to_json() if isinstance(r, FileResult) else {"path": r.path, "status": "error", "error": r.error}
-                for r in sorted(results, key=lambda r: r.path)
-            ],
-        }
-        report.write_text(json.dumps(payload, indent=2) + "\n")
-    if not quiet:
-        action = "would be migrated" if (check or show_diff) else "migrated"
-        click.echo(
-            f"{counts['migrated']} {action}, {counts['failed']} left unchanged with diagnostics, "
-            f"{counts['clean']} had nothing to migrate, {counts['error']} internal errors ({elapsed:.1f}s)",
-            err=True,
-        )
-    if counts["error"]:
-        sys.exit(EXIT_INTERNAL)
-    if counts["failed"] or (check and would_change):
-        sys.exit(EXIT_CHANGES)
+    batch = Batch(era, tier, rule_dirs, options, jobs or config.jobs, show_diff, check, report, quiet)
+    sys.exit(migrate_files(files, batch))
 
 
 @main.command("verify")
@@ -217,6 +214,7 @@ def migrate(
 @click.option("--signature", type=click.Choice(["end", "upstream"]), default="end", help="As for migrate.")
 @click.option("--deprecation-version", default=None, help="As for migrate.")
 @_verify_options
+@_selection_options
 def verify_command(
     paths,
     era,
@@ -232,6 +230,7 @@ def verify_command(
     probe,
     keep,
     timeout,
+    **patterns,
 ) -> None:
     """Migrate PATHS, run the fork's tests before and after, and restore the originals if a passing test breaks.
 
@@ -241,7 +240,20 @@ def verify_command(
     """
     engine_options = dict(signature=signature, deprecation_version=deprecation_version)
     _run_verify(
-        paths, era, tier, rules, jobs, line_length, report, quiet, tests, probe, keep, timeout, **engine_options
+        paths,
+        era,
+        tier,
+        rules,
+        jobs,
+        line_length,
+        report,
+        quiet,
+        tests,
+        probe,
+        keep,
+        timeout,
+        patterns,
+        **engine_options,
     )
 
 

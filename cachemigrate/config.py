@@ -14,14 +14,17 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from .rules import TIERS
+from .walk import DEFAULT_EXCLUDE, DEFAULT_INCLUDE, Selection
 
 KEYS = {
     "era": (str, 'an era name such as "4.52", or "auto"'),
     "tier": (str, f"one of {', '.join(TIERS)}"),
     "rules": (list, "a list of rule directories, relative to pyproject.toml"),
     "line-length": (int, "an integer"),
-    "include": (list, 'a list of glob patterns, e.g. ["modeling_*.py"]'),
-    "exclude": (list, "a list of glob patterns"),
+    "include": (list, 'a list of gitignore-style patterns, e.g. ["modeling_*.py"]'),
+    "exclude": (list, 'a list of gitignore-style patterns, e.g. ["legacy/", "modeling_tf_*.py"]'),
+    "extend-exclude": (list, "a list of gitignore-style patterns"),
+    "force-exclude": (list, "a list of gitignore-style patterns"),
     "jobs": (int, "an integer"),
 }
 
@@ -36,15 +39,26 @@ class Config:
     tier: str = "dynamic"
     rules: tuple[Path, ...] = ()
     line_length: int | None = None
-    include: tuple[str, ...] = ("modeling_*.py",)
-    exclude: tuple[str, ...] = ()
+    include: tuple[str, ...] = DEFAULT_INCLUDE
+    exclude: tuple[str, ...] = DEFAULT_EXCLUDE
+    extend_exclude: tuple[str, ...] = ()
+    force_exclude: tuple[str, ...] = ()
     jobs: int = 1
     source: Path | None = None
+
+    def selection(self, include=(), exclude=(), extend_exclude=(), force_exclude=()) -> Selection:
+        """Which files to take: each pattern list given on the command line replaces the configured one."""
+        return Selection(
+            tuple(include) or self.include,
+            tuple(exclude) or self.exclude,
+            tuple(extend_exclude) or self.extend_exclude,
+            tuple(force_exclude) or self.force_exclude,
+        )
 
 
 def find_pyproject(paths: Sequence[Path]) -> Path | None:
     """The pyproject.toml in the deepest common directory of ``paths`` or above it."""
-    resolved = [Path(p).resolve() for p in paths] or [Path.cwd()]
+    resolved = [Path(os.path.abspath(p)) for p in paths] or [Path.cwd()]  # a symlink belongs where it is
     start = Path(os.path.commonpath([str(p) for p in resolved]))
     if start.is_file():
         start = start.parent
@@ -70,7 +84,11 @@ def load_config(pyproject: Path | None) -> Config:
                 f"{pyproject}: [tool.cachemigrate] unknown key `{key}`: expected one of {', '.join(sorted(KEYS))}"
             )
         kind, expected = KEYS[key]
-        if not isinstance(value, kind) or isinstance(value, bool):
+        if (
+            not isinstance(value, kind)
+            or isinstance(value, bool)
+            or (kind is list and not all(isinstance(item, str) for item in value))
+        ):
             raise ConfigError(f"{pyproject}: [tool.cachemigrate] key `{key}`: expected {expected}; got {value!r}")
     if "tier" in section and section["tier"] not in TIERS:
         raise ConfigError(
@@ -88,7 +106,9 @@ def load_config(pyproject: Path | None) -> Config:
         rules=tuple(base / r for r in section.get("rules", [])),
         line_length=line_length,
         include=tuple(section.get("include", Config.include)),
-        exclude=tuple(section.get("exclude", ())),
+        exclude=tuple(section.get("exclude", Config.exclude)),
+        extend_exclude=tuple(section.get("extend-exclude", ())),
+        force_exclude=tuple(section.get("force-exclude", ())),
         jobs=section.get("jobs", 1),
         source=pyproject,
     )

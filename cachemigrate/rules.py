@@ -17,7 +17,9 @@ from .patterns import TemplateError, compile_statements
 from .schema import ROLES, TIERS, Checker, Era, Fact, Rule, RuleError, RuleSet, bound_names, line_of, read_toml
 
 _Checker = Checker  # the name the tests and user tooling knew
-BUILTIN_RULES = Path(__file__).resolve().parent.parent / "rules"
+# installed (a wheel): cachemigrate/builtin_rules/; a checkout or an editable install: rules/ beside the package
+_PACKAGED_RULES = Path(__file__).resolve().parent / "builtin_rules"
+BUILTIN_RULES = _PACKAGED_RULES if _PACKAGED_RULES.is_dir() else Path(__file__).resolve().parent.parent / "rules"
 _ID = re.compile(r"^[A-Z]{2,4}\d{3}$")
 
 __all__ = ["ROLES", "TIERS", "Era", "Fact", "Rule", "RuleError", "RuleSet", "load_ruleset", "available_eras"]

@@ -31,7 +31,9 @@ from pathlib import Path
 import click
 
 from .engine import FileResult, Options
-from .runner import Failure, run, write_atomically
+from .runner import Failure, failed, run
+from .signals import Interrupted, StopOnSignal
+from .writing import is_read_only, read_only_diagnostic, write_atomically
 
 EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 123
 PASSED, FAILED, ERROR, SKIPPED = "passed", "failed", "error", "skipped"
@@ -87,14 +89,6 @@ class Regression:
     before: str
     after: str
     message: str
-
-
-class Interrupted(BaseException):
-    """Raised by the signal handlers; a BaseException so that no ``except Exception`` swallows it."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -238,8 +232,8 @@ class Backup:
         for path, data in self.originals.items():
             if not path.exists():
                 path.write_bytes(data)
-            elif path.read_bytes() != data:  # text written with newline="" is the exact bytes (the engine reads UTF-8)
-                write_atomically(path, data.decode("utf-8"))
+            elif path.read_bytes() != data:
+                write_atomically(path, data)
             else:
                 continue
             restored.append(path)
@@ -311,10 +305,16 @@ def _summary(run_: SuiteRun) -> str:
     return f"{counts} ({run_.seconds:.1f}s)"
 
 
-def _migrate_in_memory(files: list[Path], opts: VerifyOptions, report: dict) -> tuple[dict[Path, str], int]:
-    """Run the engine on ``files`` without writing; print diagnostics. Returns {path: migrated text} for the files
-    that change, and the exit status the migration alone deserves (as ``migrate`` would give it)."""
+def _migrate_in_memory(files: list[Path], opts: VerifyOptions, report: dict) -> tuple[dict[Path, bytes], int]:
+    """Run the engine on ``files`` without writing; print diagnostics. Returns {path: migrated bytes} for the files
+    that change, and the exit status the migration alone deserves (as ``migrate`` would give it). A read-only
+    file that would change is not migrated (CM905)."""
     results = list(run(files, opts.era, opts.rule_dirs, opts.engine, opts.jobs))
+    results = [
+        failed(r, read_only_diagnostic(r.path)) if isinstance(r, FileResult) and r.changed and is_read_only(r.path)
+        else r
+        for r in results
+    ]  # fmt: skip
     results.sort(key=lambda r: r.path)
     report["files"] = [
         r.to_json() if isinstance(r, FileResult) else {"path": r.path, "status": "error", "error": r.error}
@@ -329,7 +329,7 @@ def _migrate_in_memory(files: list[Path], opts: VerifyOptions, report: dict) -> 
             for diagnostic in r.diagnostics:
                 click.echo(str(diagnostic))
             code = code or EXIT_REGRESSION
-    return {Path(r.path): r.migrated for r in results if isinstance(r, FileResult) and r.changed}, code
+    return {Path(r.path): r.encoded() for r in results if isinstance(r, FileResult) and r.changed}, code
 
 
 def verify(files: list[Path], opts: VerifyOptions) -> int:
@@ -339,7 +339,12 @@ def verify(files: list[Path], opts: VerifyOptions) -> int:
     say = (lambda text: None) if opts.quiet else (lambda text: click.echo(text, err=True))
     started = time.perf_counter()
     report: dict = {"era": opts.era, "tier": opts.tier, "verdict": "nothing-to-migrate", "restored": False}
-    migrated, code = _migrate_in_memory(files, opts, report)
+    try:
+        with StopOnSignal():  # Ctrl-C while migrating in memory: the workers are ended, nothing was written
+            migrated, code = _migrate_in_memory(files, opts, report)
+    except Interrupted as exc:
+        click.echo(f"interrupted by {exc} while migrating: nothing was written", err=True)
+        return exc.exit_code
     root = find_root(list(migrated)) if migrated else None
     if not migrated:
         say("nothing to migrate: no tests were run")
@@ -373,8 +378,8 @@ def verify(files: list[Path], opts: VerifyOptions) -> int:
             message = f"error: cannot verify; the tests on the original code: {baseline.problem}\n{baseline.log_tail}"
             return EXIT_USAGE
         say(f"baseline: {_summary(baseline)}")
-        for path, text in migrated.items():
-            write_atomically(path, text)
+        for path, data in migrated.items():
+            write_atomically(path, data)
         say(f"migrated {len(migrated)} file(s); running the tests again")
         after = run_tests(argv, is_pytest, root, opts.timeout, workdir, "after")
         report["after"] = after.to_json()

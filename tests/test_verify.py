@@ -174,7 +174,8 @@ def test_sigterm_during_the_second_run_restores_the_originals(fork, tmp_path):
         while (fork / MODELING).read_bytes() == original:  # wait until the migration is written
             assert process.poll() is None and time.monotonic() < deadline, process.communicate()
             time.sleep(0.05)
-        while not (tmp_path / "pid").exists() and time.monotonic() < deadline:  # and the slow test sleeps
+        pid_file = tmp_path / "pid"  # and the slow test sleeps (its pid is written, not only the file made)
+        while not (pid_file.exists() and pid_file.read_text().strip()) and time.monotonic() < deadline:
             time.sleep(0.05)
         process.send_signal(signal.SIGTERM)
         stdout, stderr = process.communicate(timeout=30)

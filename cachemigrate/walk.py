@@ -1,0 +1,179 @@
+"""Which files a run takes: the files named on the command line, and the ``include`` files found in the directories
+named there, minus what the project would never want rewritten.
+
+A directory walk never enters hidden folders (``.git``, ``.venv``, ``.tox``...), ``__pycache__``,
+``node_modules``, ``site-packages``/``dist-packages``, or any folder holding ``pyvenv.cfg`` or ``conda-meta``
+(a virtualenv or conda env, whatever its name), and skips what the ``.gitignore`` files of the project ignore.
+Symlinked folders are not followed; a symlinked file is taken when its target is inside the walked folder.
+
+``include``, ``exclude``, ``extend-exclude`` and ``force-exclude`` are gitignore-style patterns (the syntax of
+``.gitignore``: ``modeling_*.py`` matches that name in any folder, ``/gen/`` only the folder ``gen`` at the
+root, ``legacy/`` any folder ``legacy``) matched against the path relative to the project root: the nearest
+folder above the paths that holds ``.git``, ``.hg`` or ``pyproject.toml``. A file named on the command line is
+always taken, unless a ``force-exclude`` pattern matches it (for pre-commit, which names every file). A folder
+named on the command line is searched even if it is itself ignored or excluded; the patterns then apply below it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+from pathlib import Path
+from typing import Iterator, Sequence
+
+from pathspec import GitIgnoreSpec
+
+DEFAULT_INCLUDE = ("modeling_*.py",)
+DEFAULT_EXCLUDE = ("modeling_tf_*.py", "modeling_flax_*.py")  # TensorFlow and Flax models have no torch cache
+SKIPPED_DIRS = frozenset({"__pycache__", "node_modules", "site-packages", "dist-packages"})
+ENV_MARKERS = ("pyvenv.cfg", "conda-meta")
+ROOT_MARKERS = (".git", ".hg", "pyproject.toml")
+
+
+@dataclasses.dataclass(frozen=True)
+class Selection:
+    include: tuple[str, ...] = DEFAULT_INCLUDE
+    exclude: tuple[str, ...] = DEFAULT_EXCLUDE  # replaces the default; extend_exclude adds to it
+    extend_exclude: tuple[str, ...] = ()
+    force_exclude: tuple[str, ...] = ()
+
+
+class PatternError(ValueError):
+    pass
+
+
+def _spec(patterns: Sequence[str], what: str) -> GitIgnoreSpec:
+    try:
+        return GitIgnoreSpec.from_lines(list(patterns))
+    except Exception as exc:  # pathspec raises its own error types per version
+        raise PatternError(f"{what}: bad pattern in {list(patterns)!r}: {exc}") from None
+
+
+@functools.lru_cache(maxsize=None)
+def _gitignore(directory: Path) -> GitIgnoreSpec | None:
+    path = directory / ".gitignore"
+    if not path.is_file():
+        return None
+    with open(path, encoding="utf-8-sig", errors="replace") as stream:  # like git, skip a BOM
+        return _spec(stream.read().splitlines(), str(path))
+
+
+def find_root(paths: Sequence[Path]) -> Path:
+    """The project root: the nearest folder above (or at) the common folder of ``paths`` holding ``.git``, ``.hg``
+    or ``pyproject.toml``; else that common folder."""
+    resolved = [Path(os.path.abspath(p)) for p in paths] or [Path.cwd()]
+    start = Path(os.path.commonpath([str(p) for p in resolved]))
+    if not start.is_dir():
+        start = start.parent
+    for folder in (start, *start.parents):
+        if any((folder / marker).exists() for marker in ROOT_MARKERS):
+            return folder
+    return start
+
+
+def _relative(path: Path, base: Path, is_dir: bool) -> str:
+    text = path.relative_to(base).as_posix()
+    return text + "/" if is_dir and text != "." else text
+
+
+@dataclasses.dataclass(frozen=True)
+class _Matcher:
+    """Patterns and .gitignore files, relative to one base folder (the project root, or a folder named on the
+    command line that the project ignores)."""
+
+    base: Path
+    include: GitIgnoreSpec
+    exclude: GitIgnoreSpec
+    force: GitIgnoreSpec
+    gitignores: dict  # folder -> the spec of its .gitignore, from the base down
+
+    @classmethod
+    def make(cls, base: Path, selection: Selection, gitignores: dict[Path, GitIgnoreSpec]) -> "_Matcher":
+        return cls(
+            base,
+            _spec(selection.include, "include"),
+            _spec((*selection.exclude, *selection.extend_exclude), "exclude"),
+            _spec(selection.force_exclude, "force-exclude"),
+            gitignores,
+        )
+
+    def ignored(self, path: Path, is_dir: bool) -> bool:
+        relative = _relative(path, self.base, is_dir)
+        if self.exclude.match_file(relative) or self.force.match_file(relative):
+            return True
+        for folder, spec in self.gitignores.items():
+            if folder == path or folder not in path.parents:
+                continue
+            if spec.match_file(_relative(path, folder, is_dir)):
+                return True
+        return False
+
+    def with_gitignore_of(self, folder: Path) -> "_Matcher":
+        spec = _gitignore(folder)
+        return self if spec is None else dataclasses.replace(self, gitignores={**self.gitignores, folder: spec})
+
+
+def _is_environment(folder: Path) -> bool:
+    return any((folder / marker).exists() for marker in ENV_MARKERS)
+
+
+def _walk(folder: Path, matcher: _Matcher, inside: Path) -> Iterator[Path]:
+    try:
+        entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
+    except OSError:
+        return
+    for entry in entries:
+        path = folder / entry.name
+        if entry.is_dir(follow_symlinks=False):
+            if entry.name.startswith(".") or entry.name in SKIPPED_DIRS or _is_environment(path):
+                continue
+            if not matcher.ignored(path, is_dir=True):
+                yield from _walk(path, matcher.with_gitignore_of(path), inside)
+        elif entry.is_file():  # a regular file, or a symlink to one
+            if entry.is_symlink() and inside not in Path(os.path.realpath(path)).parents:
+                continue  # a link out of the walked folder: black skips those too
+            relative = _relative(path, matcher.base, is_dir=False)
+            if matcher.include.match_file(relative) and not matcher.ignored(path, is_dir=False):
+                yield path
+
+
+def _matcher_for(folder: Path, root: Path, selection: Selection) -> _Matcher:
+    """The .gitignore files from the root down to ``folder``; if they (or the patterns) exclude ``folder`` itself,
+    only those at or below it, with the patterns relative to it."""
+    gitignores = {}
+    for parent in (*reversed(folder.parents), folder):
+        if parent == root or root in parent.parents:
+            spec = _gitignore(parent)
+            if spec is not None:
+                gitignores[parent] = spec
+    matcher = _Matcher.make(root, selection, gitignores)
+    if folder != root and matcher.ignored(folder, is_dir=True):
+        own = {folder: gitignores[folder]} if folder in gitignores else {}
+        return _Matcher.make(folder, selection, own)
+    return matcher
+
+
+def collect(paths: Sequence[Path], selection: Selection = Selection(), root: Path | None = None) -> list[Path]:
+    """The files to migrate, in the order given (directories sorted), each once (by its resolved path)."""
+    root = Path(os.path.abspath(root or find_root(paths)))
+    force = _spec(selection.force_exclude, "force-exclude")
+    found: dict[str, Path] = {}
+    for path in paths:
+        path = Path(path)
+        absolute = Path(os.path.abspath(path))
+        if path.is_dir():
+            matcher = _matcher_for(absolute, root, selection)
+            for candidate in _walk(absolute, matcher, Path(os.path.realpath(absolute))):
+                shown = path / candidate.relative_to(absolute)
+                found.setdefault(os.path.realpath(candidate), shown)
+        elif path.exists() or path.is_symlink():
+            inside = root == absolute.parent or root in absolute.parents
+            if inside and force.match_file(_relative(absolute, root, is_dir=False)):
+                continue
+            if not inside and force.match_file(path.name):
+                continue
+            found.setdefault(os.path.realpath(absolute), path)
+        else:
+            raise FileNotFoundError(f"{path}: no such file or directory")
+    return list(found.values())

@@ -1,0 +1,88 @@
+"""cachemigrate installed the way users install it: a wheel in a fresh virtualenv (no editable install, no torch,
+no transformers, no checkout on the path) finds its built-in rules and migrates a file.
+
+The wheel is built from a copy of the sources (nothing is written into the checkout); the virtualenv gets the wheel
+and its runtime dependencies from the package index pip is set up with, as ``pip install cachemigrate`` would."""
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+BEFORE = REPO / "fixtures" / "4.52" / "full" / "before.py"
+
+pytestmark = pytest.mark.packaging
+
+
+def _run(*command, **kwargs) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
+    result = subprocess.run([str(c) for c in command], capture_output=True, text=True, env=env, timeout=600, **kwargs)
+    assert result.returncode == 0, f"{command}: exit {result.returncode}\n{result.stdout}\n{result.stderr}"
+    return result
+
+
+def _can_build_here() -> bool:
+    """This environment's setuptools builds wheels itself (70.1 and later, or with the ``wheel`` package): a
+    venv made by Python 3.11 has setuptools 65 and no ``wheel``."""
+    if importlib.util.find_spec("setuptools") is None:
+        return False
+    import setuptools
+
+    version = tuple(int(part) for part in setuptools.__version__.split(".")[:2] if part.isdigit())
+    return version >= (70, 1) or importlib.util.find_spec("wheel") is not None
+
+
+@pytest.fixture(scope="session")
+def wheel(tmp_path_factory) -> Path:
+    source = tmp_path_factory.mktemp("source")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copyfile(REPO / name, source / name)
+    for name in ("cachemigrate", "rules"):
+        shutil.copytree(REPO / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
+    dist = tmp_path_factory.mktemp("dist")
+    isolation = ["--no-build-isolation"] if _can_build_here() else []  # else pip gets setuptools from the index
+    _run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", *isolation, "-w", dist, source)
+    [built] = dist.glob("cachemigrate-*.whl")
+    return built
+
+
+@pytest.fixture(scope="session")
+def venv(wheel, tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("venv")
+    _run(sys.executable, "-m", "venv", root)
+    _run(root / "bin" / "python", "-m", "pip", "install", "-q", wheel)
+    return root
+
+
+def test_the_wheel_ships_the_rules(wheel):
+    import zipfile
+
+    names = zipfile.ZipFile(wheel).namelist()
+    shipped = sorted(n for n in names if n.startswith("cachemigrate/builtin_rules/"))
+    in_repo = sorted(f"cachemigrate/builtin_rules/{p.relative_to(REPO / 'rules').as_posix()}"
+                     for p in (REPO / "rules").rglob("*.toml"))  # fmt: skip
+    assert shipped == in_repo and "cachemigrate/builtin_rules/4.52/era.toml" in shipped
+
+
+def test_a_wheel_install_migrates_a_file(venv, tmp_path):
+    python = venv / "bin" / "python"
+    where = _run(python, "-c", "import cachemigrate, importlib.util as u; print(cachemigrate.__file__); "
+                 "print(u.find_spec('torch'), u.find_spec('transformers'))", cwd=tmp_path).stdout  # fmt: skip
+    assert where.splitlines() == [str(venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}"
+                                      / "site-packages" / "cachemigrate" / "__init__.py"), "None None"]  # fmt: skip
+    target = tmp_path / "modeling_pebble.py"
+    shutil.copyfile(BEFORE, target)
+    diff = _run(venv / "bin" / "cachemigrate", "migrate", "--era", "4.52", "--diff", target, cwd=tmp_path).stdout
+    assert "\n+            k, v = layer_past.update(k, v, self.layer_idx)\n" in diff
+    assert target.read_bytes() == BEFORE.read_bytes()
+    # without --era: transformers is not installed there, so the newest era is taken
+    result = _run(venv / "bin" / "cachemigrate", "migrate", target, cwd=tmp_path)
+    assert "transformers is not installed" in result.stderr
+    assert b"DynamicCache" in target.read_bytes()
+    rules = _run(venv / "bin" / "cachemigrate", "rules", cwd=tmp_path).stdout
+    assert [line.split()[0] for line in rules.splitlines()][:2] == ["CM001", "CM002"]
