@@ -65,6 +65,7 @@ class FunctionInfo:
     has_var_kwargs: bool
     node: cst.FunctionDef = dataclasses.field(repr=False, compare=False)
     uses: list[CacheUse] = dataclasses.field(default_factory=list)
+    cache_names: set[str] = dataclasses.field(default_factory=set)  # the cache parameters and their aliases
 
     def legacy(self) -> list[CacheUse]:
         return [u for u in self.uses if u.kind == "legacy"]
@@ -449,7 +450,9 @@ def analyze(module: cst.Module, cache_names: Sequence[str]) -> ModuleInfo:
         names = set(info.cache_params)
         node.visit(_TupleAliasFinder(names))
         wrapper = MetadataWrapper(cst.Module(body=[node]), unsafe_skip_copy=True)
-        node.body.visit(_UseCollector(wrapper, info, names))
+        collector = _UseCollector(wrapper, info, names)
+        node.body.visit(collector)
+        info.cache_names = set(collector.names)
     roles = _assign_roles(structure.classes)
     return ModuleInfo(structure.classes, structure.functions, roles, _module_globals(module))
 

@@ -32,6 +32,7 @@ from .facts import bound_holes, find_facts, functions_in_scope
 from .imports import IMPORTS_RULE, plan_imports
 from .render import format_statements
 from .schema import Era, Rule, RuleSet
+from .views import FileViews
 
 
 @dataclasses.dataclass
@@ -130,7 +131,8 @@ def plan_rules(
     locate: Locator,
 ) -> tuple[Plan, dict[str, int], list[Diagnostic]]:
     """Every rule's edits on the original tree, the matches per rule, and the diagnostics of planning."""
-    facts = find_facts(info, era)
+    views = FileViews(info)
+    facts = find_facts(info, era, views)
     bound = bound_holes(info, facts)
     plan = Plan()
     actions = []
@@ -161,6 +163,7 @@ def plan_rules(
             format_statements=lambda code, depth: format_statements(code, depth, options.line_length),
             line_length=options.line_length,
             options={"signature": options.signature, "deprecation_version": options.deprecation_version},
+            views=views,
         )
         action = ACTIONS[rule.action](rule, ctx)
         edits = action.plan(module)

@@ -28,7 +28,7 @@ def functions_in_scope(info: ModuleInfo, role: str, names: tuple[str, ...]) -> t
     return functions, classes
 
 
-def find_facts(info: ModuleInfo, era: Era, view: Callable[[cst.CSTNode], cst.CSTNode] = lambda n: n) -> dict:
+def find_facts(info: ModuleInfo, era: Era, views=None) -> dict:
     """The value of each fact of the era that the file shows (or its default)."""
     facts: dict[str, str] = {}
     for fact in era.facts:
@@ -38,7 +38,7 @@ def find_facts(info: ModuleInfo, era: Era, view: Callable[[cst.CSTNode], cst.CST
                 value
                 for case in fact.cases
                 for qualname in sorted(functions)
-                for value in _fact_values(case, info.functions[qualname].node, view)
+                for value in _fact_values(case, info.functions[qualname].node, views, qualname)
             ),
             fact.default,
         )
@@ -47,11 +47,14 @@ def find_facts(info: ModuleInfo, era: Era, view: Callable[[cst.CSTNode], cst.CST
     return facts
 
 
-def _fact_values(case: Mapping, node: cst.FunctionDef, view):
-    """Values the fact case gives in one function, for every place its pattern matches."""
+def _fact_values(case: Mapping, node: cst.FunctionDef, file_views, qualname: str):
+    """Values the fact case gives in one function, for every place its pattern matches (in its view)."""
     pattern = compile_statements(case["pattern"])
     for block in m.findall(node, m.IndentedBlock()):
-        views = [view(stmt) for stmt in block.body]
+        if file_views is not None:
+            views = [v.node for v in file_views.block(block, qualname)]
+        else:
+            views = list(block.body)
         for index in range(len(views)):
             captures = match_statements(pattern, views, index, {})
             if captures is not None:

@@ -145,15 +145,26 @@ class Pattern:
         return set(self.hole_uses)
 
 
+def _template_caches() -> set[str]:
+    return {hole_name("cache")}
+
+
 def compile_expression(template: str) -> Pattern:
+    """A matcher for the normalised view of an expression template (see :mod:`cachemigrate.normalize`)."""
+    from .normalize import normalize_template_expression
+
     compiler = _Compiler()
-    matcher = compiler.compile(parse_expression(template))
+    matcher = compiler.compile(normalize_template_expression(parse_expression(template), _template_caches()))
     return Pattern(template, "expression", (matcher,), dict(compiler.uses))
 
 
 def compile_statements(template: str) -> Pattern:
+    """A matcher for the normalised view of statement templates: one matcher per statement of the view."""
+    from .normalize import normalize_template
+
     compiler = _Compiler()
-    matchers = tuple(compiler.compile(stmt) for stmt in parse_statements(template))
+    statements = normalize_template(parse_statements(template), _template_caches())
+    matchers = tuple(compiler.compile(stmt) for stmt in statements)
     return Pattern(template, "statements", matchers, dict(compiler.uses))
 
 

@@ -246,7 +246,7 @@ def test_rules_with_a_user_directory(tmp_path):
     result = cli("rules", "--era", "4.52", "--rules", FIXTURES / "user_rules")
     assert result.exit_code == 0
     [line] = [line for line in result.stdout.splitlines() if line.startswith("CM500")]
-    assert "past-length-size-call" in line
+    assert "past-length-of-last-layer" in line
     # the same id as a built-in replaces it in the listing
     override = (FIXTURES.parent / "rules" / "4.52" / "CM030.toml").read_text()
     (tmp_path / "CM030.toml").write_text(override.replace('name = "supports-cache-class"', 'name = "my-flag"'))

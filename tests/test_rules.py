@@ -175,8 +175,8 @@ def test_unknown_idiom_fails_unchanged_with_located_diagnostics():
     # the attention's transposed keys: the unpacking of the cache is the tuple use left behind
     line, column = position_of(code, "past_key, past_value = layer_past", "layer_past")
     assert any(d.startswith(f"weird.py:{line}:{column}: CM900 `layer_past` is used as a tuple cache") for d in unknown)
-    # the model's `size()[-2]`
-    line, column = position_of(code, "past_length = past_key_values[0][0].size()[-2]", "past_key_values")
+    # the model's past length off the last layer (`size()[-2]` is read as `.shape[-2]`; the layer is unknown)
+    line, column = position_of(code, "past_length = past_key_values[-1][0].size()[-2]", "past_key_values")
     assert any(d.startswith(f"weird.py:{line}:{column}: CM900 `past_key_values`") for d in unknown)
     assert len(unknown) == 2
     # the cat rule that found nothing to rewrite says so, at the attention's forward

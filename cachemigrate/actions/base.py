@@ -34,7 +34,7 @@ class ActionContext:
     line_length: int = 88
     options: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # e.g. signature, deprecation_version
     diagnostics: list[Diagnostic] = dataclasses.field(default_factory=list)
-    view: Callable[[cst.CSTNode], cst.CSTNode] = lambda node: node  # the normalised view used for matching
+    views: Any = None  # the file's normalised views (cachemigrate.views.FileViews), for matching
 
     def error(self, rule: "Rule", where: str | None, message: str) -> None:
         """A diagnostic located at the (original) definition of function ``where``."""
@@ -114,6 +114,32 @@ class Planner(cst.CSTVisitor):
 
     def bound(self) -> dict[str, str]:
         return self.ctx.bound(self.current_function)
+
+    def view(self, node: cst.CSTNode) -> cst.CSTNode:
+        """The normalised view of an original node of the current function (for matching only)."""
+        return self.ctx.views.view(node, self.current_function) if self.ctx.views is not None else node
+
+    def originals(self, value: object) -> object:
+        """A value captured from a view, with view statements turned back into the original ones."""
+        views = self.ctx.views.of(self.current_function) if self.ctx.views is not None else None
+        return views.originals(value) if views is not None else value
+
+    def self_contained(self, run: Sequence) -> bool:
+        """A run of view statements that can be rewritten on its own: no statement after it reads a name that an
+        unpack folded into the run defined (the unpack goes away with the run)."""
+        views = self.ctx.views.of(self.current_function) if self.ctx.views is not None else None
+        if views is None:
+            return True
+        nodes = [v.node for v in run]
+        return all(any(r is n for n in nodes) for v in nodes for r in views.requires.get(v, ()))
+
+    def block_view(self, block: cst.CSTNode) -> list:
+        """The normalised view of a block: ViewStatements, each standing for a run of original statements."""
+        from ..normalize import ViewStatement
+
+        if self.ctx.views is None:
+            return [ViewStatement(stmt, i, 1) for i, stmt in enumerate(block.body)]
+        return self.ctx.views.block(block, self.current_function)
 
     # -- traversal -------------------------------------------------------------------------------------------
 

@@ -48,7 +48,7 @@ class _Planner(Planner):
         if not isinstance(node, cst.BaseExpression) or not self.in_function_scope():
             return True
         action: ReplaceExpression = self.action
-        view = self.ctx.view(node)
+        view = self.view(node)
         if type(view).__name__ not in action.types:
             return True
         bound = self.bound()

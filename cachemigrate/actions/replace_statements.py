@@ -58,17 +58,21 @@ class _Planner(Planner):
         action: ReplaceStatements = self.action
         depth = self.depth  # this block's statements sit at this depth
         bound = self.bound()
-        body = list(node.body)
-        views = [self.ctx.view(stmt) for stmt in body]
+        views = self.block_view(node)
+        statements = [view.node for view in views]
         index = 0
-        while index < len(body):
+        while index < len(views):
             for pattern in action.patterns:
-                captures = match_statements(pattern, views, index, bound)
+                captures = match_statements(pattern, statements, index, bound)
                 if captures is None:
                     continue
-                count = len(pattern.matchers)
-                self._plan(node, index, count, captures, bound, depth)
-                index += count
+                run = views[index : index + len(pattern.matchers)]
+                if not self.self_contained(run):
+                    continue
+                count = sum(view.count for view in run)
+                captures = {name: self.originals(value) for name, value in captures.items()}
+                self._plan(node, run[0].start, count, captures, bound, depth)
+                index += len(run)
                 break
             else:
                 index += 1

@@ -1,0 +1,51 @@
+"""The normalised views of a file's functions, built on demand, once per function, and shared by every rule."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from .analysis import ModuleInfo
+from .normalize import FunctionViews, ViewStatement
+from .ranks import RankOracle, RankScope
+
+
+class FileViews:
+    """Views of every function of a file that rules look at. The rank of a layer's cache tensors (what the
+    attention concatenates onto them) is read off the attention first, so that ``past_key_values[0][0].size(2)``
+    in the model reads as the same axis as ``dim=-2`` there."""
+
+    def __init__(self, info: ModuleInfo) -> None:
+        self.info = info
+        self.oracle = RankOracle(
+            {q: f.node for q, f in info.functions.items()},
+            {name: [b for b in cls.bases if b in info.classes] for name, cls in info.classes.items()},
+        )
+        self._functions: dict[str, FunctionViews] = {}
+        self.cache_rank: int | None = None
+        ranks = set()
+        for name in info.roles["attention"]:
+            fn = info.classes[name].methods.get("forward")
+            if fn is not None:
+                ranks.update(self.of(fn.qualname).expressions.concatenated)
+        self._functions.clear()
+        self.cache_rank = ranks.pop() if len(ranks) == 1 else None
+
+    def of(self, qualname: str | None) -> FunctionViews | None:
+        if qualname is None or qualname not in self.info.functions:
+            return None
+        if qualname not in self._functions:
+            fn = self.info.functions[qualname]
+            caches = fn.cache_names or set(fn.cache_params)
+            scope = RankScope(lookup=self.oracle.lookup(fn.cls))
+            self._functions[qualname] = FunctionViews(fn.node, caches, scope, self.cache_rank)
+        return self._functions[qualname]
+
+    def view(self, node: cst.CSTNode, qualname: str | None) -> cst.CSTNode:
+        views = self.of(qualname)
+        return views.view(node) if views is not None else node
+
+    def block(self, block: cst.CSTNode, qualname: str | None) -> list[ViewStatement]:
+        views = self.of(qualname)
+        if views is None:
+            return [ViewStatement(stmt, i, 1) for i, stmt in enumerate(getattr(block, "body", ()))]
+        return views.block(block)
