@@ -417,10 +417,12 @@ class FunctionViews:
                     self.expressions.scope.statement(small)
                 index += count
                 continue
-            view = self._statement(stmt)
             used = set(_names(stmt)) & set(pending)
-            if used:
-                view = _substitute(view, pending)
+            if used and isinstance(stmt, cst.SimpleStatementLine):
+                view = self._statement(_substitute(stmt, pending))  # ranks and concatenations see C[i]
+            else:
+                view = self._statement(stmt)
+                view = _substitute(view, pending) if used else view
             for names, readers in holders:
                 if start is not None and not readers:
                     readers.append(view)  # this view absorbs the unpack statement(s)

@@ -217,7 +217,8 @@ class RankScope:
                 for rank, name in zip(ranks, names)
             ]
         else:
-            ranks = [None] * len(names)
+            base = self.rank(value)  # unpacking a tensor iterates over its first axis
+            ranks = [base - 1 if base is not None and base > 1 else None] * len(names)
         for name, rank in zip(names, ranks):
             if name is not None:
                 self._set(name, rank)
