@@ -6,12 +6,13 @@ Everything here is structural; class names never matter.
   ``past_key_values``...), or a local that is assigned straight from one (``layer_past = past_key_values``).
 * Each use of a cache variable is classified:
 
-  ``check``   ``x is None``, ``x is not None``, ``isinstance(x, ...)``
+  ``check``   ``x is None``, ``x is not None`` (and ``== None``), ``isinstance(x, ...)``, a truth test
+              (``if x:``, ``x and ...``, ``not x``: a Cache has a length, so it tests like a tuple)
   ``api``     an attribute of it (``x.update(...)``, ``x.get_seq_length()``): the Cache API
   ``pass``    handed on unchanged: a call argument, a return value, an element of a literal
   ``alias``   bound to another name (``y = x``, ``a, y = b, x``, ``y = x if c else None``)
   ``legacy``  anything that relies on the tuple layout: indexing, unpacking, iterating, ``zip``/``len``,
-              truth value, arithmetic
+              arithmetic
 
 * Roles follow from the uses:
 
@@ -81,6 +82,8 @@ class ClassInfo:
     bases: list[str]
     methods: dict[str, FunctionInfo] = dataclasses.field(default_factory=dict)
     submodules: dict[str, str] = dataclasses.field(default_factory=dict)  # self.attr = SomeClass(...)
+    # self.attr = A(...) if flash else B(...), or CLASSES[config._attn_implementation](...): every class it can be
+    choices: dict[str, list[str]] = dataclasses.field(default_factory=dict)
     module_lists: dict[str, str] = dataclasses.field(default_factory=dict)  # self.attr = nn.ModuleList([C(...)...])
 
 
@@ -151,6 +154,27 @@ class _UseCollector(cst.CSTVisitor):
     def visit_IfExp(self, node: cst.IfExp) -> None:
         if self._guard_test(node.test):
             self.guarded.add(node.orelse)
+
+    def visit_If(self, node: cst.If) -> None:
+        # `if ... and not isinstance(x, Cache):` (or `isinstance(x, tuple)`): a branch only tuples reach
+        if any(self._tuple_only(part) for part in _conjuncts(node.test)):
+            self.guarded.add(node.body)
+
+    def visit_BooleanOperation(self, node: cst.BooleanOperation) -> None:
+        # `a and not isinstance(x, Cache) and x[0]...`: what comes after the guard only ever reads a tuple
+        parts = _conjuncts(node)
+        for index, part in enumerate(parts):
+            if self._tuple_only(part):
+                self.guarded.update(parts[index + 1 :])
+                break
+
+    def _tuple_only(self, test: cst.BaseExpression) -> bool:
+        if m.matches(test, m.UnaryOperation(operator=m.Not())):
+            return self._guard_test(test.expression)
+        return m.matches(
+            test,
+            m.Call(func=m.Name("isinstance"), args=[m.Arg(m.Name()), m.Arg(m.Name("tuple") | m.Name("list"))]),
+        )
 
     def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
         self._guard_block(node.body)
@@ -235,11 +259,15 @@ class _UseCollector(cst.CSTVisitor):
         if isinstance(parent, cst.Comparison) or isinstance(parent, cst.ComparisonTarget):
             comparison = parent if isinstance(parent, cst.Comparison) else self.parent(parent)
             if all(
-                isinstance(t.operator, (cst.Is, cst.IsNot)) and (_is_none(t.comparator) or _is_none(comparison.left))
+                isinstance(t.operator, (cst.Is, cst.IsNot, cst.Equal, cst.NotEqual))
+                and (_is_none(t.comparator) or _is_none(comparison.left))
                 for t in comparison.comparisons
             ):
                 return "check", comparison
             return "legacy", comparison
+        if self._is_truth_test(node, parent):
+            # `if past:`, `past and ...`, `not past`: a Cache has a length (its layers), so it tests like a tuple
+            return "check", parent
         if isinstance(parent, cst.Arg):
             call = self.parent(parent)
             func = call.func if isinstance(call, cst.Call) else None
@@ -266,6 +294,18 @@ class _UseCollector(cst.CSTVisitor):
         if isinstance(parent, cst.Element) or isinstance(parent, cst.Tuple):
             return "pass", parent
         return "legacy", parent
+
+    def _is_truth_test(self, node: cst.Name, parent: cst.CSTNode) -> bool:
+        if isinstance(parent, (cst.If, cst.While, cst.IfExp)) and parent.test is node:
+            return True
+        if isinstance(parent, cst.UnaryOperation) and isinstance(parent.operator, cst.Not):
+            return True
+        if isinstance(parent, cst.BooleanOperation):
+            if parent.left is node:
+                return True
+            holder = self.parent(parent)  # the right operand is a truth test only where the whole is one
+            return self._is_truth_test(parent, holder) if holder is not None else False
+        return False
 
     def _alias_targets(self, node: cst.Name, assign: cst.CSTNode) -> list[str]:
         if not isinstance(assign, cst.Assign):
@@ -306,6 +346,17 @@ def _dotted(node: cst.CSTNode) -> str:
     return code_of(node)
 
 
+def _conjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The operands of an ``and`` chain (``a and b and c``), or the test itself."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return _conjuncts(test.left) + _conjuncts(test.right)
+    return [test]
+
+
+def _unparenthesised(node: cst.BaseExpression) -> cst.BaseExpression:
+    return node.with_changes(lpar=(), rpar=()) if getattr(node, "lpar", None) else node
+
+
 def _statements(body: Sequence[cst.BaseStatement]) -> Iterable[cst.BaseStatement]:
     """The statements of a class or module body, looking into ``if``/``else``/``try`` blocks (conditional
     definitions) but not into classes, functions or loops."""
@@ -329,11 +380,18 @@ class _Structure:
 
     def __init__(self, cache_names: Sequence[str]) -> None:
         self.cache_names = list(cache_names)
+        self.tables: dict[str, list[str]] = {}  # NAME = {"eager": A, "sdpa": B}: class choice tables
         self.classes: dict[str, ClassInfo] = {}
         self.functions: dict[str, FunctionInfo] = {}
         self.function_nodes: list[tuple[FunctionInfo, cst.FunctionDef]] = []
 
     def run(self, module: cst.Module) -> None:
+        for stmt in module.body:
+            table = m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(m.Name())], value=m.Dict())])
+            if m.matches(stmt, table):
+                values = [e.value for e in stmt.body[0].value.elements if isinstance(e, cst.DictElement)]
+                if values and all(isinstance(v, (cst.Name, cst.Attribute)) for v in values):
+                    self.tables[stmt.body[0].targets[0].target.value] = [_dotted(v) for v in values]
         for stmt in _statements(module.body):
             if isinstance(stmt, cst.ClassDef):
                 info = ClassInfo(stmt.name.value, [_dotted(b.value) for b in stmt.bases if b.keyword is None])
@@ -377,9 +435,27 @@ class _Structure:
             if found:
                 cls.module_lists[attr] = _dotted(found["cls"])
                 continue
-            found = m.extract(assign.value, built)
-            if found:
-                cls.submodules[attr] = _dotted(found["cls"])
+            classes = self._built_classes(assign.value)
+            if classes:
+                cls.submodules[attr] = classes[0]
+                cls.choices[attr] = classes
+
+    def _built_classes(self, value: cst.BaseExpression) -> list[str]:
+        """The classes an expression builds a module from: ``A(...)``, ``A(...) if c else B(...)``,
+        ``(A if c else B)(...)``, ``TABLE[key](...)`` with ``TABLE`` a module-level dict of classes."""
+        value = _unparenthesised(value)
+        if isinstance(value, cst.IfExp):
+            return self._built_classes(value.body) + self._built_classes(value.orelse)
+        if not isinstance(value, cst.Call):
+            return []
+        func = _unparenthesised(value.func)
+        if isinstance(func, cst.IfExp):
+            return [_dotted(b) for b in (func.body, func.orelse) if isinstance(b, (cst.Name, cst.Attribute))]
+        if isinstance(func, cst.Subscript) and isinstance(func.value, cst.Name):
+            return list(self.tables.get(func.value.value, []))
+        if isinstance(func, (cst.Name, cst.Attribute)):
+            return [_dotted(func)]
+        return []
 
 
 def _assign_roles(classes: dict[str, ClassInfo]) -> dict[str, list[str]]:
@@ -392,14 +468,23 @@ def _assign_roles(classes: dict[str, ClassInfo]) -> dict[str, list[str]]:
         for c in classes.values()
         if forward(c) and forward(c).cache_params and forward(c).legacy() and not c.module_lists
     ]
-    blocks = []
-    for c in classes.values():
-        fwd = forward(c)
-        if c.name in attention or not fwd or not fwd.cache_params:
-            continue
-        attn_attrs = {f"self.{a}" for a, k in c.submodules.items() if k in attention}
-        if attn_attrs & fwd.passes_to_self_attr():
-            blocks.append(c.name)
+    # Blocks hand their cache to an attention or to another block (GPT-Neo: block -> attention wrapper ->
+    # self-attention), found to a fixed point; the file order is kept.
+    carriers: set[str] = set()
+    while True:
+        found = set(carriers)
+        for c in classes.values():
+            fwd = forward(c)
+            if c.name in attention or c.name in found or not fwd or not fwd.cache_params or c.module_lists:
+                continue
+            targets = set(attention) | found
+            attrs = {f"self.{a}" for a, ks in c.choices.items() if set(ks) & targets}
+            if attrs & fwd.passes_to_self_attr():
+                found.add(c.name)
+        if found == carriers:
+            break
+        carriers = found
+    blocks = [name for name in classes if name in carriers]
     base_models = [
         c.name
         for c in classes.values()

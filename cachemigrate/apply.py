@@ -26,8 +26,9 @@ class Reformat:
     def statement(self, stmt: cst.SimpleStatementLine, depth: int) -> cst.SimpleStatementLine:
         return stmt
 
-    def header(self, function: cst.FunctionDef, depth: int) -> cst.FunctionDef:
-        return function
+    def header(self, compound: cst.BaseCompoundStatement, depth: int) -> cst.BaseCompoundStatement:
+        """A ``def``, ``if`` or ``while`` whose header an edit changed (parameters, test)."""
+        return compound
 
 
 class ApplyError(RuntimeError):
@@ -79,8 +80,9 @@ class _Applier(cst.CSTTransformer):
         self.resolve = Resolve(self.results)
         self.reformat = reformat
         self.depth = 0
-        self.statements: list[list[str]] = []  # per open SimpleStatementLine: rules that asked to reformat it
-        self.headers: list[list[str]] = []  # per open FunctionDef: rules that edited its parameters
+        # per open statement (simple, `if`/`while` header, `def` header): rules that asked to reformat it; None
+        # for an open block (an edit in a block but not in a statement of it reformats nothing)
+        self.open: list[list[str] | None] = []
         self.touched: dict[cst.CSTNode, set[str]] = {}  # original statement -> rules whose edits changed it
         self.pending = set(plan.edits)  # edits compare by identity; the plan keeps them alive
         self.extra_claims: list[tuple[str, cst.CSTNode, str]] = []
@@ -91,10 +93,9 @@ class _Applier(cst.CSTTransformer):
     def on_visit(self, node: cst.CSTNode) -> bool:
         if isinstance(node, cst.IndentedBlock):
             self.depth += 1
-        elif isinstance(node, cst.SimpleStatementLine):
-            self.statements.append([])
-        elif isinstance(node, cst.FunctionDef):
-            self.headers.append([])
+            self.open.append(None)
+        elif isinstance(node, (cst.SimpleStatementLine, cst.If, cst.While, cst.FunctionDef)):
+            self.open.append([])
         return node in self.ancestors
 
     def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):
@@ -108,26 +109,22 @@ class _Applier(cst.CSTTransformer):
             self.pending.discard(edit)
             self.changes[edit.rule] += 1
             self._mark(original, edit.rule)
-            if edit.reformat and isinstance(original, cst.Parameters) and self.headers:
-                self.headers[-1].append(edit.rule)
-            elif edit.reformat and self.statements:
-                self.statements[-1].append(edit.rule)
+            if edit.reformat and self.open and self.open[-1] is not None:
+                self.open[-1].append(edit.rule)
             result = built
         if isinstance(original, cst.IndentedBlock):
             self.depth -= 1
-        elif isinstance(original, cst.SimpleStatementLine):
-            asked = self.statements.pop()
-            if asked and isinstance(result, cst.SimpleStatementLine) and self.reformat is not None:
-                formatted = self.reformat.statement(result, self.depth)
+            self.open.pop()
+        elif isinstance(original, (cst.SimpleStatementLine, cst.If, cst.While, cst.FunctionDef)):
+            asked = self.open.pop()
+            if asked and self.reformat is not None and type(result) is type(original):
+                simple = isinstance(original, cst.SimpleStatementLine)
+                formatted = (
+                    self.reformat.statement(result, self.depth) if simple else self.reformat.header(result, self.depth)
+                )
                 if formatted is not result:
-                    self.extra_claims.extend((rule, original, "node") for rule in dict.fromkeys(asked))
-                    result = formatted
-        elif isinstance(original, cst.FunctionDef):
-            asked = self.headers.pop()
-            if asked and isinstance(result, cst.FunctionDef) and self.reformat is not None:
-                formatted = self.reformat.header(result, self.depth)
-                if formatted is not result:
-                    self.extra_claims.extend((rule, original, "header") for rule in dict.fromkeys(asked))
+                    part = "node" if simple else "header"
+                    self.extra_claims.extend((rule, original, part) for rule in dict.fromkeys(asked))
                     result = formatted
         if isinstance(original, (cst.If, cst.For, cst.While, cst.With, cst.Try)) and not isinstance(
             result, cst.RemovalSentinel

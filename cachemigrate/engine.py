@@ -102,23 +102,32 @@ class _Formatter(Reformat):
         formatted = cst.parse_statement(format_statements(code, depth, self.line_length))
         return formatted.with_changes(leading_lines=stmt.leading_lines)
 
-    def header(self, function: cst.FunctionDef, depth: int) -> cst.FunctionDef:
-        stub = function.with_changes(
-            body=cst.IndentedBlock([cst.SimpleStatementLine([cst.Pass()])]), leading_lines=[], decorators=[]
+    def header(self, compound: cst.BaseCompoundStatement, depth: int) -> cst.BaseCompoundStatement:
+        stub = compound.with_changes(
+            body=cst.IndentedBlock([cst.SimpleStatementLine([cst.Pass()])]), leading_lines=[], **_no_extras(compound)
         )
         code = cst.Module(body=[stub]).code
         header = code[: code.rindex("pass")]  # the stub's body is its last line
         if self._fits(header, depth):
-            return function
+            return compound
         formatted = cst.parse_statement(format_statements(code, depth, self.line_length))
-        if not isinstance(formatted, cst.FunctionDef):
-            return function
-        return function.with_changes(
-            params=formatted.params,
-            whitespace_before_params=formatted.whitespace_before_params,
-            whitespace_before_colon=formatted.whitespace_before_colon,
-            returns=formatted.returns,
-        )
+        if type(formatted) is not type(compound):
+            return compound
+        if isinstance(compound, cst.FunctionDef):
+            return compound.with_changes(
+                params=formatted.params,
+                whitespace_before_params=formatted.whitespace_before_params,
+                whitespace_before_colon=formatted.whitespace_before_colon,
+                returns=formatted.returns,
+            )
+        return compound.with_changes(test=formatted.test, whitespace_before_test=formatted.whitespace_before_test)
+
+
+def _no_extras(compound: cst.BaseCompoundStatement) -> dict:
+    """A stub of a compound statement has no decorators and no ``else``."""
+    if isinstance(compound, cst.FunctionDef):
+        return {"decorators": []}
+    return {"orelse": None}
 
 
 def plan_rules(

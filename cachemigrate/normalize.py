@@ -292,6 +292,7 @@ class FunctionViews:
         # a view that absorbed an unpack -> the later views that read the unpacked names: a rule that rewrites
         # the first must rewrite them too (the unpack goes with it)
         self.requires: dict[cst.CSTNode, list[cst.CSTNode]] = {}
+        self.spelled: dict[cst.CSTNode, cst.CSTNode] = {}  # view node -> the original it normalises
         self.expressions = _Expressions(self.caches, self._flags(function), cache_rank)
         self.expressions.scope = scope
         self.function = function
@@ -383,6 +384,7 @@ class FunctionViews:
         if original is view:
             return
         self.views[original] = view
+        self.spelled[view] = original
         if type(original) is not type(view):
             return
         for field in dataclasses.fields(original):
@@ -498,6 +500,8 @@ class FunctionViews:
         if isinstance(value, cst.BaseStatement) and value in self.origins:
             run = self.origins[value]
             return run[0] if len(run) == 1 else run
+        if isinstance(value, cst.CSTNode):
+            return self.spelled.get(value, value)  # an expression as the user spelled it
         return value
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .add_base_class import AddBaseClass
 from .add_method import AddMethod
 from .add_parameter import AddParameter
 from .base import Action, ActionContext
@@ -25,6 +26,7 @@ ACTIONS: dict[str, type[Action]] = {
         PassArgument,
         AddMethod,
         RenameParameter,
+        AddBaseClass,
     )
 }
 

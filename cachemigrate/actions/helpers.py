@@ -115,7 +115,7 @@ def calls_role_module(ctx: ActionContext, current_class: str | None, func: cst.B
     if owner is None:
         return False
     if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
-        return owner.submodules.get(func.attr.value) in targets
+        return bool(set(owner.choices.get(func.attr.value, ())) & set(targets))
     if isinstance(func, cst.Name) and func.value not in ctx.info.globals:
         return bool(set(owner.module_lists.values()) & targets)
     return False
@@ -138,3 +138,32 @@ def check_templates(rule: "Rule", check: "Checker", compile_template: Callable, 
             key = "params.pattern" if template == rule.params.get("pattern") else "params.patterns"
             raise check.fail(key, f"a valid {kind} template ({exc})", template) from None
         check_holes(check, "params.replacement", rule.params["replacement"], pattern.holes() | set(extra))
+
+
+def statement_reformatter(ctx: "ActionContext"):
+    """Black for a statement the rule wrote that does not fit the line length: a simple statement whole, a
+    compound one only in its header (its block is the user's code)."""
+
+    def fits(code: str, depth: int) -> bool:
+        return max((len(line) for line in code.splitlines()), default=0) + 4 * depth <= ctx.line_length
+
+    def reformat(stmt: cst.BaseStatement, depth: int) -> cst.BaseStatement:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            code = cst.Module(body=[stmt.with_changes(leading_lines=[])]).code
+            if fits(code, depth):
+                return stmt
+            formatted = cst.parse_statement(ctx.format_statements(code, depth))
+            return formatted.with_changes(leading_lines=stmt.leading_lines)
+        if isinstance(stmt, (cst.If, cst.While)):
+            stub = stmt.with_changes(
+                body=cst.IndentedBlock([cst.SimpleStatementLine([cst.Pass()])]), leading_lines=[], orelse=None
+            )
+            code = cst.Module(body=[stub]).code
+            header = code[: code.rindex("pass")]
+            if fits(header, depth):
+                return stmt
+            formatted = cst.parse_statement(ctx.format_statements(code, depth))
+            return stmt.with_changes(test=formatted.test, whitespace_before_test=formatted.whitespace_before_test)
+        return stmt
+
+    return reformat

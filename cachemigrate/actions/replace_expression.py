@@ -5,7 +5,14 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from ..patterns import compile_expression, fill_expression, match_expression
+from ..patterns import (
+    TemplateError,
+    compile_expression,
+    compile_statements,
+    fill_expression,
+    match_expression,
+    match_statements,
+)
 from .base import Action, Planner, captured_nodes
 from .helpers import CACHE_GUARD, check_templates, rule_templates
 
@@ -16,16 +23,28 @@ class ReplaceExpression(Action):
         "pattern": (str, False, 'an expression template, e.g. "{cache}[0][0].size(-2)"'),
         "patterns": (list, False, "a list of expression templates"),
         "replacement": (str, True, "an expression template using the pattern's holes"),
+        "only_before": (
+            str,
+            False,
+            "statement template(s): rewrite only what comes before the first place they match in the function "
+            "(e.g. a past length read before the cache is updated)",
+        ),
     }
 
     @classmethod
     def check_params(cls, rule, check) -> None:
-        check_templates(rule, check, compile_expression, "expression")
+        check_templates(rule, check, compile_expression, "expression", {"matched"})
+        if "only_before" in rule.params:
+            try:
+                compile_statements(rule.params["only_before"])
+            except TemplateError as exc:
+                raise check.fail("params.only_before", f"a valid statement template ({exc})") from None
 
     def __init__(self, rule, ctx) -> None:
         super().__init__(rule, ctx)
         self.patterns = [compile_expression(t) for t in rule_templates(rule)]
         self.types = {type(p.matchers[0]).__name__ for p in self.patterns}
+        self.barrier = compile_statements(rule.params["only_before"]) if "only_before" in rule.params else None
 
     def planner(self) -> Planner:
         return _Planner(self)
@@ -39,10 +58,37 @@ class _Planner(Planner):
     def __init__(self, action: ReplaceExpression) -> None:
         super().__init__(action)
         self.guarded: set[cst.CSTNode] = set()  # original nodes, alive for the whole plan
+        self.barriers: set[cst.CSTNode] = set()  # first statements of the `only_before` matches
+        self.past_barrier = False
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        if len(self.function_stack) == 1:
+            self.past_barrier = False
+            self.barriers = self._barriers(node) if self.action.barrier is not None else set()
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        if len(self.function_stack) == 1:
+            self.past_barrier = False
+
+    def _barriers(self, function: cst.FunctionDef) -> set[cst.CSTNode]:
+        """The original statements where a match of ``only_before`` starts, in every block of the function."""
+        found = set()
+        bound = self.bound()
+        for block in m.findall(function, m.IndentedBlock()):
+            views = self.block_view(block)
+            statements = [v.node for v in views]
+            for index, view in enumerate(views):
+                if match_statements(self.action.barrier, statements, index, bound) is not None:
+                    found.add(block.body[view.start])
+        return found
 
     def on_visit(self, node) -> bool:
         if not super().on_visit(node) or node in self.guarded:
             return False
+        if node in self.barriers:
+            self.past_barrier = True
+        if self.past_barrier and self.function_stack:
+            return False  # the code after the barrier reads the updated cache: not rewritten
         if isinstance(node, cst.IfExp) and m.matches(node.test, CACHE_GUARD):
             self.guarded.add(node.orelse)
         if not isinstance(node, cst.BaseExpression) or not self.in_function_scope():
@@ -59,8 +105,12 @@ class _Planner(Planner):
             action.changes += 1
             replacement = action.rule.params["replacement"]
 
+            captures = {name: self.originals(value) for name, value in captures.items()}
+
             def build(updated, resolve, captures=captures, bound=bound):
-                new = fill_expression(replacement, {**bound, **resolve.values(captures)})
+                # {matched}: the matched expression itself, as the user wrote it (with the edits inside it)
+                values = {**bound, **resolve.values(captures), "matched": updated.with_changes(lpar=[], rpar=[])}
+                new = fill_expression(replacement, values)
                 return new.with_changes(lpar=updated.lpar, rpar=updated.rpar) if updated.lpar else new
 
             self.replace(node, build, captured_nodes(captures), reformat=True)

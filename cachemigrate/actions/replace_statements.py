@@ -11,7 +11,8 @@ import libcst.matchers as m
 
 from ..patterns import TemplateError, compile_statements, holes, match_statements
 from .base import Action, Planner, captured_nodes
-from .helpers import CACHE_GUARD, check_templates, filled_and_formatted, rule_templates
+from .helpers import CACHE_GUARD, check_templates, filled_and_formatted, rule_templates, statement_reformatter
+from .preserve import preserve
 
 
 class ReplaceStatements(Action):
@@ -91,9 +92,6 @@ class _Planner(Planner):
                 statements[0] = statements[0].with_changes(leading_lines=[])
             values["matched"] = tuple(statements)
             new = filled_and_formatted(self.ctx, action.replacement, {**bound, **values}, depth)
-            first = resolve.node(matched[0])
-            if new and first is not None and getattr(first, "leading_lines", None):
-                new[0] = new[0].with_changes(leading_lines=first.leading_lines)
-            return new
+            return preserve(new, resolve.statements(matched), statement_reformatter(self.ctx), depth)
 
         self.splice(block, index, count, build, captured_nodes(captures))

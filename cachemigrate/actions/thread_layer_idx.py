@@ -53,7 +53,9 @@ class _Planner(Planner):
         return code_of(call.func)
 
     def visit_Call(self, node: cst.Call) -> None:
-        if self._in_init(self.blocks) and self._callee(node) in self.attention and not _has_keyword(node, self.name):
+        callee = self._callee(node)
+        inner = self.attention | self.blocks  # a block may hold an attention or another block (a wrapper)
+        if self._in_init(self.blocks) and callee in inner and not _has_keyword(node, self.name):
             self.action.changes += 1
             name = self.name
             self.replace(node, lambda updated, _: _with_keyword(updated, name, cst.Name(name)), reformat=True)
