@@ -539,10 +539,10 @@ def analyze(module: cst.Module, cache_names: Sequence[str]) -> ModuleInfo:
         node.body.visit(collector)
         info.cache_names = set(collector.names)
     roles = _assign_roles(structure.classes)
-    return ModuleInfo(structure.classes, structure.functions, roles, _module_globals(module))
+    return ModuleInfo(structure.classes, structure.functions, roles, module_globals(module))
 
 
-def _module_globals(module: cst.Module) -> set[str]:
+def module_globals(module: cst.Module) -> set[str]:
     """Names bound by the module's top-level statements: imports, classes, functions, assignments."""
     names: set[str] = set()
     for stmt in module.body:

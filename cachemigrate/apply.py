@@ -17,7 +17,7 @@ from typing import Callable
 import libcst as cst
 import libcst.matchers as m
 
-from .edits import Plan, Replace, Resolve, Splice
+from .edits import Plan, Rename, Replace, Resolve, Splice
 
 
 class Reformat:
@@ -66,8 +66,12 @@ class _Applier(cst.CSTTransformer):
         self.splices: dict[cst.CSTNode, list[Splice]] = defaultdict(list)
         self.ancestors: set[cst.CSTNode] = set()
         self.watch: set[cst.CSTNode] = set()
+        self.renames: dict[cst.CSTNode, list[Rename]] = defaultdict(list)
         for edit in plan:
             self.ancestors.update(edit.path)
+            if isinstance(edit, Rename):
+                self.renames[edit.node].append(edit)
+                continue
             self.watch.update(edit.captures)
             if isinstance(edit, Replace):
                 self.replaces[edit.node].append(edit)
@@ -84,7 +88,8 @@ class _Applier(cst.CSTTransformer):
         # for an open block (an edit in a block but not in a statement of it reformats nothing)
         self.open: list[list[str] | None] = []
         self.touched: dict[cst.CSTNode, set[str]] = {}  # original statement -> rules whose edits changed it
-        self.pending = set(plan.edits)  # edits compare by identity; the plan keeps them alive
+        self.pending = {e for e in plan.edits if not isinstance(e, Rename)}  # by identity; the plan keeps them
+        self.functions: list[cst.CSTNode] = []  # the original FunctionDefs being visited
         self.extra_claims: list[tuple[str, cst.CSTNode, str]] = []
         self.changes: dict[str, int] = defaultdict(int)
 
@@ -96,6 +101,8 @@ class _Applier(cst.CSTTransformer):
             self.open.append(None)
         elif isinstance(node, (cst.SimpleStatementLine, cst.If, cst.While, cst.FunctionDef)):
             self.open.append([])
+        if isinstance(node, cst.FunctionDef):
+            self.functions.append(node)
         return node in self.ancestors
 
     def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):
@@ -105,13 +112,15 @@ class _Applier(cst.CSTTransformer):
         for edit in self.replaces.get(original, ()):
             if isinstance(result, cst.RemovalSentinel):
                 break
-            built = edit.build(result, self.resolve)
+            built = self._renamed(edit.build(result, self.resolve))
             self.pending.discard(edit)
             self.changes[edit.rule] += 1
             self._mark(original, edit.rule)
             if edit.reformat and self.open and self.open[-1] is not None:
                 self.open[-1].append(edit.rule)
             result = built
+        if isinstance(original, cst.FunctionDef):
+            self.functions.pop()
         if isinstance(original, cst.IndentedBlock):
             self.depth -= 1
             self.open.pop()
@@ -133,6 +142,16 @@ class _Applier(cst.CSTTransformer):
         if original in self.watch:
             self.results[original] = result
         return result
+
+    def _renamed(self, built):
+        """Code a rule built inside a function whose parameter another rule renames reads the new name."""
+        renames = [r for function in self.functions for r in self.renames.get(function, ())]
+        if not renames or not isinstance(built, (cst.CSTNode, cst.FlattenSentinel)):
+            return built
+        mapping = {r.old: r.new for r in renames}
+        if isinstance(built, cst.FlattenSentinel):
+            return cst.FlattenSentinel([node.visit(_Renamer(mapping)) for node in built.nodes])
+        return built.visit(_Renamer(mapping))
 
     def _mark(self, original: cst.CSTNode, rule: str) -> None:
         self.touched.setdefault(original, set()).add(rule)
@@ -159,7 +178,7 @@ class _Applier(cst.CSTTransformer):
                 covered[number] = edit
         before: dict[int, list] = defaultdict(list)  # statements that go before original statement number i
         for edit in self.splices[original]:  # rule order within one index
-            built = list(edit.build(self.resolve))
+            built = [self._renamed(stmt) for stmt in edit.build(self.resolve)]
             self.pending.discard(edit)
             self.changes[edit.rule] += 1
             for stmt in edit.statements:
@@ -205,6 +224,24 @@ class _Applier(cst.CSTTransformer):
             self.extra_claims.extend((rule, original.orelse, "node") for rule in rules)
             return result.with_changes(orelse=None)
         return result
+
+
+class _Renamer(cst.CSTTransformer):
+    """Renames variables (not attribute names, not keywords) in freshly built code."""
+
+    def __init__(self, mapping: dict[str, str]) -> None:
+        super().__init__()
+        self.mapping = mapping
+
+    def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.Name:
+        new = self.mapping.get(updated_node.value)
+        return updated_node.with_changes(value=new) if new else updated_node
+
+    def leave_Attribute(self, original_node: cst.Attribute, updated_node: cst.Attribute) -> cst.Attribute:
+        return updated_node.with_changes(attr=original_node.attr)  # `x.layer_past` is not the variable
+
+    def leave_Arg(self, original_node: cst.Arg, updated_node: cst.Arg) -> cst.Arg:
+        return updated_node.with_changes(keyword=original_node.keyword)  # nor is a keyword
 
 
 def apply_plan(module: cst.Module, plan: Plan, reformat: Reformat | None = None) -> Applied:

@@ -18,7 +18,7 @@ from typing import Iterable, Sequence
 import libcst as cst
 from libcst.metadata import MetadataWrapper, WhitespaceInclusivePositionProvider
 
-from .edits import Edit, Replace
+from .edits import Edit, Rename, Replace
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,6 +113,7 @@ class Offsets:
 def claims_of(edits: Iterable[Edit], extra: Iterable[tuple[str, cst.CSTNode, str]], offsets: Offsets) -> list[Claim]:
     """The original regions the edits (and what the applier did on their behalf) claim."""
     claims: list[Claim] = []
+    edits = [e for e in edits if not isinstance(e, Rename)]  # a rename claims nothing itself
     for edit in edits:
         if isinstance(edit, Replace) and edit.claim == "header":
             start = offsets.span(edit.node, edit.path)[0]

@@ -96,7 +96,20 @@ class Splice:
         return tuple(self.block.body[self.index : self.index + self.count])
 
 
-Edit = Union[Replace, Splice]
+@dataclasses.dataclass(eq=False)
+class Rename:
+    """A parameter of ``function`` (an original FunctionDef) renamed ``old`` -> ``new``. The rule renames the
+    original uses with Replace edits of their own; this tells the applier that code other rules build inside
+    the function reads the variable under its new name too."""
+
+    rule: str
+    node: cst.FunctionDef
+    old: str
+    new: str
+    path: tuple[cst.CSTNode, ...]
+
+
+Edit = Union[Replace, Splice, Rename]
 
 
 def remove(_updated: cst.CSTNode, _resolve: Resolve) -> cst.RemovalSentinel:
@@ -127,4 +140,4 @@ class Plan:
         return plan
 
     def targets(self) -> set[cst.CSTNode]:
-        return {e.node if isinstance(e, Replace) else e.block for e in self.edits}
+        return {e.block if isinstance(e, Splice) else e.node for e in self.edits}

@@ -23,13 +23,14 @@ import libcst as cst
 
 from . import diagnostics as codes
 from .actions import ACTIONS, ActionContext
-from .analysis import Locator, ModuleInfo, analyze
+from .analysis import Locator, ModuleInfo, analyze, module_globals
 from .apply import ApplyError, Reformat, apply_plan
 from .audit import Offsets, claims_of, find_violation
 from .diagnostics import Diagnostic
 from .edits import Plan
 from .facts import bound_holes, find_facts, functions_in_scope
 from .imports import IMPORTS_RULE, plan_imports
+from .names import newly_unbound
 from .render import format_statements
 from .schema import Era, Rule, RuleSet
 from .views import FileViews
@@ -283,6 +284,31 @@ def _edited_tops(original: cst.Module, plan: Plan) -> set[str]:
     return names
 
 
+def _functions_of(module: cst.Module, tops: set[str]) -> dict[str, cst.FunctionDef]:
+    """The functions and methods of the named top-level classes and functions, by qualified name."""
+    found = {}
+    for stmt in module.body:
+        if isinstance(stmt, cst.FunctionDef) and stmt.name.value in tops:
+            found[stmt.name.value] = stmt
+        elif isinstance(stmt, cst.ClassDef) and stmt.name.value in tops:
+            for member in stmt.body.body:
+                if isinstance(member, cst.FunctionDef):
+                    found[f"{stmt.name.value}.{member.name.value}"] = member
+    return found
+
+
+def _unbound_names(original: cst.Module, migrated: cst.Module, edited: set[str]) -> tuple[str, set[str]] | None:
+    """The first edited function that reads a name nothing binds any more (see :mod:`cachemigrate.names`)."""
+    before, after = _functions_of(original, edited), _functions_of(migrated, edited)
+    globals_before, globals_after = module_globals(original), module_globals(migrated)
+    for qualname, function in after.items():
+        if qualname in before:
+            names = newly_unbound(before[qualname], function, globals_before, globals_after)
+            if names:
+                return qualname, names
+    return None
+
+
 def _leftover_diagnostics(
     before: ModuleInfo, new_module: cst.Module, edited: set[str], era: Era, path: str, locate: Locator
 ) -> list[Diagnostic]:
@@ -389,7 +415,18 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
     except SyntaxError as exc:
         message = f"internal error: the rewritten code does not parse ({exc.msg}); the file was left unchanged"
         return done("error", diags=[Diagnostic(path, 1, 1, codes.REGION_VIOLATION, message)])
-    found.extend(_leftover_diagnostics(before, new_module, _edited_tops(module, plan), era, path, locate))
+    edited = _edited_tops(module, plan)
+    unbound = _unbound_names(module, new_module, edited)
+    if unbound:
+        function, names = unbound
+        line, column = locate(before.functions[function].node) if function in before.functions else (1, 1)
+        message = (
+            f"internal error: after the rules ran, {function} reads {', '.join(f'`{n}`' for n in sorted(names))}, "
+            "which nothing binds there any more; the file was left unchanged. This is a bug in a rule: please "
+            "report it with this file"
+        )
+        return done("error", diags=[Diagnostic(path, line, column, codes.REGION_VIOLATION, message)])
+    found.extend(_leftover_diagnostics(before, new_module, edited, era, path, locate))
     applied = {rule: count for rule, count in matched.items()}
     if found:
         return done("failed", diags=found, applied=applied)

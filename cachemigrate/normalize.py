@@ -468,8 +468,10 @@ class FunctionViews:
         inside = [n for stmt in body[index : index + count] + rest for n in _names(stmt) if n in names]
         if len(outside) != len(inside):
             return None
+        # the user's own Name node of the cache, so that a capture of it resolves to what other rules make of it
+        owner_node = next((n for n in m.findall(body[index].body[0].value, m.Name(owner))), cst.Name(owner))
         replacements = {
-            name: cst.Subscript(cst.Name(owner), [cst.SubscriptElement(cst.Index(cst.Integer(str(i))))])
+            name: cst.Subscript(owner_node, [cst.SubscriptElement(cst.Index(cst.Integer(str(i))))])
             for i, name in enumerate(names)
         }
         return replacements, count

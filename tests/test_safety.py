@@ -182,3 +182,27 @@ def test_a_faulty_action_that_drops_a_statement_next_to_its_match_is_rejected(mo
     lines = source.splitlines()
     anchor = next(i for i, line in enumerate(lines) if line.strip().endswith("= () if use_cache else None"))
     assert diagnostic.line == anchor  # the dropped statement (line numbers count from 1), right before the match
+
+
+def test_a_rule_that_removes_an_assignment_still_read_is_caught_as_an_unbound_name():
+    """A (wrong) rule that removes the statement building the present, which the attention still returns: the
+    removal is claimed, so the region proof accepts it, and `present` is no cache, so the legacy audit does
+    too. The unbound-name check refuses the result: it would be a NameError at run time."""
+    wrong = Rule(
+        id="CM991",
+        name="drops-the-present",
+        description="Removes the present the attention still returns",
+        era="4.52",
+        tier="dynamic",
+        role="attention",
+        functions=("forward",),
+        action="replace_statements",
+        params={"pattern": "{present} = ({key}, {value}) if {use_cache} else None", "replacement": ""},
+        order=5,
+    )
+    source = (FULL.parent.parent / "CM002" / "before.py").read_text()
+    assert migrate_source(source, RULESET, Options(line_length=119)).status == "migrated"
+    result = migrate_source(source, RuleSet(RULESET.era, (*RULESET.rules, wrong)), Options(line_length=119))
+    assert result.status == "error" and result.migrated == source
+    [diagnostic] = result.diagnostics
+    assert diagnostic.code == "CM999" and "reads `present`" in diagnostic.message

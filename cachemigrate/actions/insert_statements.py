@@ -135,7 +135,7 @@ class _Planner(Planner):
 def _edited_to_read(edits, insert, index: int, cache: str) -> bool:
     """Some other edit rewrites statement ``index`` of the insert's block (or code inside it) into code that reads
     ``cache``. Edits are built dry, with captures as they are in the original."""
-    from ..edits import Replace, Resolve
+    from ..edits import Replace, Resolve, Splice
 
     stmt = insert.block.body[index]
     dry = Resolve({})
@@ -146,12 +146,12 @@ def _edited_to_read(edits, insert, index: int, cache: str) -> bool:
             built = edit.build(edit.node, dry)
             nodes = list(built.nodes) if isinstance(built, cst.FlattenSentinel) else [built]
         elif (
-            not isinstance(edit, Replace)
+            isinstance(edit, Splice)
             and edit.block is insert.block
             and edit.index <= index < edit.index + max(1, edit.count)
         ):
             nodes = list(edit.build(dry))
-        elif not isinstance(edit, Replace) and stmt in edit.path:
+        elif isinstance(edit, Splice) and stmt in edit.path:
             nodes = list(edit.build(dry))
         else:
             continue

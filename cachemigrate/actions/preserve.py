@@ -38,7 +38,8 @@ def preserve(
             if fresh and i1 < i2 and getattr(old[i1], "leading_lines", None) and hasattr(fresh[0], "leading_lines"):
                 fresh[0] = fresh[0].with_changes(leading_lines=old[i1].leading_lines)  # its blank lines, comments
             out.extend(fresh)
-    if out and old and out[0] is not old[0] and getattr(old[0], "leading_lines", None):
+    kept = any(stmt is old[0] for stmt in out) if old else True
+    if out and not kept and getattr(old[0], "leading_lines", None) and hasattr(out[0], "leading_lines"):
         out[0] = out[0].with_changes(leading_lines=old[0].leading_lines)  # the run's comments stay on top
     return out
 

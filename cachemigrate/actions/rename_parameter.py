@@ -12,7 +12,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..patterns import TemplateError, parse_expression
-from ..edits import Replace
+from ..edits import Rename, Replace
 from .base import Action, Planner
 from .helpers import calls_role_module
 
@@ -99,6 +99,8 @@ class _Planner(Planner):
             new = self.new
             for name in _variable_names(node, self.old):
                 self.replace(name, lambda updated, _: updated.with_changes(value=new))
+            # code other rules build in this function reads the new name too
+            self.action.edits.append(Rename(action.rule.id, node, self.old, self.new, self.path_to(node)))
         if annotated:
             self.replace(
                 node.params,
