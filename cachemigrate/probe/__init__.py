@@ -12,9 +12,9 @@ torch and transformers are imported lazily, inside functions: importing this pac
 from .checks import CHECK_NAMES, REGISTRY, Check, check
 from .compare import CheckFailed, CheckSkipped, structure_diff, tensor_diff
 from .context import Probe
-from .loading import load_modeling_module, unload_module
+from .loading import ProbeSetupError, load_modeling_module, packages_for, unload_module
 from .models import ModelClasses, discover
-from .report import CheckResult, format_table
+from .report import CheckResult, exit_status, format_table, summary_line
 from .run import run_probe
 from .tiny import tiny_config
 
@@ -27,12 +27,16 @@ __all__ = [
     "CheckSkipped",
     "ModelClasses",
     "Probe",
+    "ProbeSetupError",
     "check",
     "discover",
+    "exit_status",
     "format_table",
     "load_modeling_module",
+    "packages_for",
     "run_probe",
     "structure_diff",
+    "summary_line",
     "tensor_diff",
     "tiny_config",
     "unload_module",

@@ -9,6 +9,7 @@ A modeling file is imported one of three ways (see :func:`load_modeling_module`)
 - as a plain top-level module otherwise.
 
 The transformers package of a file is guessed from its name (``modeling_gpt2.py`` -> ``transformers.models.gpt2``).
+:func:`packages_for` picks one package for each file of a pair, so that only one of the two needs such a name.
 """
 
 from __future__ import annotations
@@ -21,6 +22,10 @@ import re
 import sys
 import types
 from pathlib import Path
+
+
+class ProbeSetupError(Exception):
+    """The probe cannot be set up for these files: a problem of the probe's inputs, not a divergence."""
 
 
 def load_modeling_module(path, *, package: str | None = None, alias: str | None = None) -> types.ModuleType:
@@ -79,7 +84,7 @@ def _needs_transformers_package(path: Path, source: str) -> bool:
     except SyntaxError:
         return False  # importing it will report the syntax error
     levels = [node.level for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
-    return max(levels, default=0) >= 2 or (bool(levels) and not _sibling_configs(path))
+    return max(levels, default=0) >= 2 or (any(levels) and not _sibling_configs(path))
 
 
 def guess_transformers_package(path) -> str:
@@ -105,6 +110,47 @@ def guess_transformers_package(path) -> str:
         f"cannot load {path.name}: it uses relative imports, so it must be imported inside a transformers package, "
         f"but none of {', '.join(tried)} exists in the installed transformers; pass package=..."
     )
+
+
+def packages_for(paths, package: str | None = None) -> list[str | None]:
+    """The package to import each of ``paths`` in (None: no package needed), for files that are compared.
+
+    ``package`` is used for every file that needs one. Otherwise each file's package is guessed from its name, and
+    a file whose name says nothing (``orig.py``) takes the package guessed from the other file's name. When a file
+    needs a package and no name gives one, one :class:`ProbeSetupError` says so.
+    """
+    paths = [Path(p) for p in paths]
+    needs = [needs_transformers_package(p) for p in paths]
+    if package is not None:
+        try:
+            _require_package(package, paths[0])
+        except ModuleNotFoundError as exc:
+            raise ProbeSetupError(
+                f"package {package!r} is not importable: give an installed one, such as transformers.models.gpt2"
+            ) from exc
+        return [package if need else None for need in needs]
+    guesses: list[str | Exception] = []
+    for path in paths:  # a name can vouch for the other file even if it does not need a package itself
+        try:
+            guesses.append(guess_transformers_package(path))
+        except (ValueError, ModuleNotFoundError) as exc:
+            guesses.append(exc)
+    found = [g for g in guesses if isinstance(g, str)]
+    lacking = [(path, g) for path, need, g in zip(paths, needs, guesses) if need and isinstance(g, Exception)]
+    if lacking and not found:
+        reasons = [
+            (
+                f"{path.name} is not named modeling_<name>.py"
+                if isinstance(g, ValueError)
+                else f"{path.name} names no model package of the installed transformers"
+            )
+            for path, g in lacking
+        ]
+        raise ProbeSetupError(
+            "cannot tell which transformers package to import the files in (their relative imports, from ...x "
+            f"import, need one): {'; '.join(reasons)}; pass --package transformers.models.<name>"
+        )
+    return [(g if isinstance(g, str) else found[0]) if need else None for need, g in zip(needs, guesses)]
 
 
 def _sibling_configs(path: Path) -> list[Path]:

@@ -1,4 +1,9 @@
-"""Running the probe: load both files, find the classes, run every check and record its outcome."""
+"""Running the probe: set-up (loading, discovery, the first tiny pair), then every check, each classified.
+
+Set-up problems of the ORIGINAL (it does not import, has no model classes the probe can drive, or its tiny model
+cannot run a forward pass) make one "setup-error" result named ``setup``: the probe cannot say anything about the
+migration. Set-up problems of the MIGRATED file are divergences: every check errors.
+"""
 
 from __future__ import annotations
 
@@ -13,9 +18,10 @@ from pathlib import Path
 from .checks import CHECK_NAMES, REGISTRY, Check
 from .compare import CheckFailed, CheckSkipped, one_line
 from .context import Probe
-from .loading import load_modeling_module, unload_module
-from .models import discover, matching_classes
-from .report import ERROR, FAIL, PASS, SKIP, CheckResult
+from .loading import ProbeSetupError, load_modeling_module, packages_for, unload_module
+from .models import build_original, discover, matching_classes
+from .report import ERROR, FAIL, PASS, SETUP_ERROR, SKIP, CheckResult
+from .tiny import tiny_config
 
 
 def run_probe(
@@ -25,29 +31,37 @@ def run_probe(
     checks: list[str] | None = None,
     static: bool | None = None,
     seed: int = 0,
+    package: str | None = None,
 ) -> list[CheckResult]:
     """Run the check matrix on ORIGINAL vs MIGRATED; one CheckResult per check in ``checks`` (default: CHECK_NAMES).
 
-    ``static``: None runs static_generate only when the migrated model sets ``_supports_static_cache``, True forces
-    it, False skips it. A file that fails to import or whose model classes cannot be found makes every check "error".
+    ``static``: None runs the static checks only when the migrated model sets ``_supports_static_cache``, True
+    forces them, False skips them. ``package`` (e.g. ``transformers.models.gpt2``) is where files with relative
+    imports are imported; by default it is guessed from whichever file is named ``modeling_<name>.py``.
+
+    When the probe cannot be set up on the original, the result is a single ``setup`` CheckResult with status
+    "setup-error". A migrated file that fails to import makes every check "error".
     """
     names = _select(checks)
     paths = [Path(p) for p in (original, migrated)]
     for path in paths:
         if not path.is_file():
             raise FileNotFoundError(f"no such modeling file: {path}")
+    start = time.perf_counter()
+    try:
+        packages = packages_for(paths, package)
+    except ProbeSetupError as exc:
+        return [CheckResult("setup", SETUP_ERROR, str(exc), time.perf_counter() - start)]
     digest = hashlib.sha1("\0".join(str(p.resolve()) for p in paths).encode()).hexdigest()[:10]
     modules = []
     with _probe_environment():
         try:
-            start = time.perf_counter()
             try:
-                for role, path in zip(("original", "migrated"), paths):
-                    modules.append(load_modeling_module(path, alias=f"_cm_{role}_{digest}"))
-                classes = discover(modules[0])
-                probe = Probe(classes, matching_classes(classes, modules[1]), static=static, seed=seed)
-            except Exception as exc:  # noqa: BLE001
-                detail = f"setup failed: {one_line(exc)}"
+                probe = _set_up(paths, packages, digest, modules, static, seed)
+            except ProbeSetupError as exc:
+                return [CheckResult("setup", SETUP_ERROR, str(exc), time.perf_counter() - start)]
+            except _MigratedBroken as exc:
+                detail = f"setup failed: {exc} (the migrated file: every check diverges)"
                 return [CheckResult(n, ERROR, detail, time.perf_counter() - start) for n in names]
             return [run_check(probe, REGISTRY[name]) for name in names]
         finally:
@@ -55,25 +69,66 @@ def run_probe(
                 unload_module(module)
 
 
+class _MigratedBroken(Exception):
+    """The migrated file cannot be imported or its model built: every check diverges."""
+
+
+def _set_up(paths: list[Path], packages: list, digest: str, modules: list, static, seed: int) -> Probe:
+    """Load both files into ``modules``, find the classes and build the first pair, or say which side failed."""
+    original_path, migrated_path = paths
+    try:
+        modules.append(load_modeling_module(original_path, package=packages[0], alias=f"_cm_original_{digest}"))
+    except Exception as exc:  # noqa: BLE001
+        raise ProbeSetupError(f"cannot import the original {original_path.name}: {one_line(exc)}") from exc
+    try:
+        classes = discover(modules[0])
+        _smoke(build_original(classes, tiny_config(classes.config_class), seed))
+    except Exception as exc:  # noqa: BLE001
+        raise ProbeSetupError(
+            f"cannot run the original {original_path.name} on a tiny model: {one_line(exc)}"
+        ) from exc
+    try:
+        modules.append(load_modeling_module(migrated_path, package=packages[1], alias=f"_cm_migrated_{digest}"))
+        probe = Probe(classes, matching_classes(classes, modules[1]), static=static, seed=seed)
+        probe.pair()  # the original side built above, so what fails here is the migrated side
+    except Exception as exc:  # noqa: BLE001
+        raise _MigratedBroken(one_line(exc)) from exc
+    return probe
+
+
+def _smoke(model) -> None:
+    """One forward pass without a cache: a tiny config that does not fit the model fails here, once."""
+    import torch
+
+    vocab = model.config.vocab_size
+    with torch.no_grad():
+        model(input_ids=torch.randint(1, max(2, vocab - 1), (1, 3)), use_cache=False)
+
+
 def run_check(probe: Probe, check: Check) -> CheckResult:
     """Run one check and record its outcome (pass, fail, skip, error)."""
+    start = time.perf_counter()
+    status, detail, _ = _attempt(probe, check)
+    return CheckResult(check.name, status, detail.replace("\n", " "), time.perf_counter() - start)
+
+
+def _attempt(probe: Probe, check: Check):
+    """(status, detail, exception) of one run of ``check`` on ``probe``."""
     import torch
 
     _seed_all(probe.seed)
-    start = time.perf_counter()
     reason = check.skip_reason(probe)
+    if reason:
+        return SKIP, reason, None
     try:
-        if reason:
-            raise CheckSkipped(reason)
         with torch.enable_grad() if check.grad else torch.no_grad():
-            status, detail = PASS, check.run(probe)
+            return PASS, check.run(probe), None
     except CheckFailed as exc:
-        status, detail = FAIL, str(exc)
+        return FAIL, str(exc), None
     except CheckSkipped as exc:
-        status, detail = SKIP, str(exc)
+        return SKIP, str(exc), None
     except Exception as exc:  # noqa: BLE001 - a crashing check is reported, not raised
-        status, detail = ERROR, one_line(exc)
-    return CheckResult(check.name, status, detail.replace("\n", " "), time.perf_counter() - start)
+        return ERROR, one_line(exc), exc
 
 
 def _select(checks: list[str] | None) -> list[str]:
