@@ -195,3 +195,68 @@ def test_summary_line_counts_every_status():
     assert summary_line(mixed, 2.0) == "probe: 1 passed, 1 skipped, 2 diverged, 1 set-up error (2.0 s)"
     setup = [CheckResult("setup", "setup-error", "cannot import the original")]
     assert summary_line(setup, 0.31) == "probe: set-up error, no check ran (0.3 s)"
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# A check that raises: a set-up error when the original cannot run it, a divergence when only the migrated fails
+# --------------------------------------------------------------------------------------------------------------------
+
+NO_ATTENTIONS = replace_once(
+    "        if output_attentions:\n            outputs += (attn_weights,)\n",
+    '        if output_attentions:\n            raise NotImplementedError("attention weights are not kept")\n',
+)
+ATTENTIONS = ["logits_no_cache", "output_attentions"]
+
+
+def test_check_raising_the_same_in_both_files_is_a_setup_error(tmp_path):
+    original, migrated = gpt2_pair(tmp_path, "modeling_gpt2.py", "modeling_gpt2.py", NO_ATTENTIONS, NO_ATTENTIONS)
+    results = run_probe(original, migrated, checks=ATTENTIONS)
+    assert statuses(results) == {"logits_no_cache": "pass", "output_attentions": "setup-error"}, describe(results)
+    assert results[1].detail.startswith("both files raise NotImplementedError: attention weights are not kept")
+    assert "not a divergence" in results[1].detail
+    assert exit_status(results) == 2
+
+
+def test_check_raising_only_in_the_migrated_file_is_a_divergence(tmp_path):
+    original, migrated = gpt2_pair(tmp_path, "modeling_gpt2.py", "modeling_gpt2.py", NO_ATTENTIONS)
+    results = run_probe(original, migrated, checks=ATTENTIONS)
+    assert statuses(results) == {"logits_no_cache": "pass", "output_attentions": "error"}, describe(results)
+    assert results[1].detail.startswith("NotImplementedError: attention weights are not kept")
+    assert "the original alone runs this check" in results[1].detail
+    assert exit_status(results) == 1
+
+
+def test_check_raising_only_in_the_original_is_a_setup_error(tmp_path):
+    original, migrated = gpt2_pair(tmp_path, "modeling_gpt2.py", "modeling_gpt2.py", None, NO_ATTENTIONS)
+    results = run_probe(original, migrated, checks=ATTENTIONS)
+    assert statuses(results) == {"logits_no_cache": "pass", "output_attentions": "setup-error"}, describe(results)
+    assert results[1].detail.startswith("the original alone raises NotImplementedError")
+
+
+def test_cli_setup_errors_of_checks_exit_2_with_the_count_in_the_summary(tmp_path):
+    original, migrated = gpt2_pair(tmp_path, "orig.py", "modeling_gpt2.py", NO_ATTENTIONS, NO_ATTENTIONS)
+    result = probe_cli(original, migrated, *(f"--check={c}" for c in ATTENTIONS))
+    assert result.exit_code == 2, result.output
+    assert result.stdout.splitlines()[-1].startswith("probe: 1 passed, 0 skipped, 0 diverged, 1 set-up error (")
+    assert "set-up errors (the check cannot run on the original; not divergences): output_attentions" in result.stderr
+
+
+def test_migrated_only_paths_fail_rather_than_error(tmp_path):
+    """The static checks forced on a dynamic-only migration: the original cannot take the path either, but the
+    migrated model's crash is the failure being checked for, not a set-up error."""
+    original, migrated = gpt2_pair(tmp_path, "modeling_gpt2.py", "modeling_gpt2.py")
+    results = run_probe(original, migrated, checks=["static_generate", "static_compile"], static=True)
+    assert statuses(results) == {"static_generate": "fail", "static_compile": "fail"}, describe(results)
+    assert all(r.detail.startswith("model raised") for r in results), describe(results)
+
+
+def test_plain_file_with_absolute_imports_needs_no_modeling_name(tmp_path):
+    from cachemigrate.probe import load_modeling_module, unload_module
+
+    path = tmp_path / "model.py"
+    path.write_text("from transformers import PretrainedConfig\n\n\nclass C(PretrainedConfig):\n    pass\n")
+    module = load_modeling_module(path)
+    try:
+        assert module.__name__.startswith("_cm_") and module.C.__module__ == module.__name__
+    finally:
+        unload_module(module)

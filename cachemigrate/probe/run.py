@@ -106,9 +106,11 @@ def _smoke(model) -> None:
 
 
 def run_check(probe: Probe, check: Check) -> CheckResult:
-    """Run one check and record its outcome (pass, fail, skip, error)."""
+    """Run one check and classify its outcome (pass, fail, skip, error, setup-error)."""
     start = time.perf_counter()
-    status, detail, _ = _attempt(probe, check)
+    status, detail, exc = _attempt(probe, check)
+    if status == ERROR:
+        status, detail = _classify_error(probe, check, exc)
     return CheckResult(check.name, status, detail.replace("\n", " "), time.perf_counter() - start)
 
 
@@ -129,6 +131,18 @@ def _attempt(probe: Probe, check: Check):
         return SKIP, str(exc), None
     except Exception as exc:  # noqa: BLE001 - a crashing check is reported, not raised
         return ERROR, one_line(exc), exc
+
+
+def _classify_error(probe: Probe, check: Check, exc: Exception) -> tuple[str, str]:
+    """An exception is a divergence only if the original alone runs the check."""
+    message = one_line(exc)
+    status, _, alone = _attempt(probe.control("original"), check)
+    if status != ERROR:
+        return ERROR, f"{message} (the original alone runs this check: a divergence)"
+    _, _, migrated_alone = _attempt(probe.control("migrated"), check)
+    if migrated_alone is not None and one_line(migrated_alone) == one_line(alone):
+        return SETUP_ERROR, f"both files raise {one_line(alone)}: the check cannot run on this model, not a divergence"
+    return SETUP_ERROR, f"the original alone raises {one_line(alone)}: the check cannot run on it, not a divergence"
 
 
 def _select(checks: list[str] | None) -> list[str]:

@@ -1,10 +1,14 @@
-"""The static tier, a path only the migrated model has: StaticCache generate, and a fullgraph compiled decode step."""
+"""The static tier, a path only the migrated model has: StaticCache generate, and a fullgraph compiled decode step.
+
+The migrated model's calls on these paths go through :func:`call_under_test`: a crash there is a failure of the
+migration, not a set-up error, even though the original cannot take these paths at all.
+"""
 
 from __future__ import annotations
 
 from ..compare import CheckFailed, expect_same, logits
 from ..context import MAX_NEW_TOKENS, PROMPT_LEN, STEPS
-from .common import generate, recording_past_types
+from .common import call_under_test, generate, recording_past_types
 from .registry import check, needs_head, needs_static
 
 
@@ -23,7 +27,7 @@ def static_generate(probe) -> str:
     for name, (tokens, attention) in {"plain": (ids, mask), "left-padded": (padded, padded_mask)}.items():
         expected = generate(original, tokens, attention)
         with recording_past_types(migrated) as seen:
-            got = generate(migrated, tokens, attention, cache_implementation="static")
+            got = call_under_test(generate, migrated, tokens, attention, cache_implementation="static")
         expect_same(expected, got, f"{name} tokens")
         if not any(issubclass(t, StaticCache) for t in seen):
             raise CheckFailed("tokens identical, but the migrated model never received a StaticCache")
@@ -53,9 +57,12 @@ def static_compile(probe) -> str:
     results = []
     for compiled in (False, True):
         cache = _static_cache(migrated, prompt.shape[0], length)
-        migrated(input_ids=prompt, past_key_values=cache, use_cache=True, cache_position=torch.arange(PROMPT_LEN))
+        prefill = torch.arange(PROMPT_LEN)
+        call_under_test(migrated, input_ids=prompt, past_key_values=cache, use_cache=True, cache_position=prefill)
         forward = torch.compile(migrated.forward, fullgraph=True, backend="eager") if compiled else migrated.forward
-        out = forward(input_ids=steps[0], past_key_values=cache, use_cache=True, cache_position=position)
+        out = call_under_test(
+            forward, input_ids=steps[0], past_key_values=cache, use_cache=True, cache_position=position
+        )
         results.append(logits(out))
         torch._dynamo.reset()
     expect_same(results[0], results[1], "compiled vs eager decode logits")
