@@ -318,3 +318,46 @@ def test_importing_the_probe_does_not_import_torch():
         "assert 'torch' not in sys.modules and 'transformers' not in sys.modules, 'heavy import'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The check registry
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def test_a_check_is_one_registered_function(tmp_path):
+    from cachemigrate.probe import REGISTRY, check
+
+    @check(lambda probe: None if not probe.has_head else "only for files without a generation head")
+    def example_extra_check(probe):
+        """An extra check, registered by a test."""
+        original, migrated = probe.pair()
+        return f"{type(original).__name__} vs {type(migrated).__name__}"
+
+    try:
+        assert REGISTRY["example_extra_check"].doc == "An extra check, registered by a test."
+        with_head = copy_modeling_file("ctrl", tmp_path / "ctrl")
+        [result] = run_probe(with_head, with_head, checks=["example_extra_check"])
+        assert (result.status, result.detail) == ("skip", "only for files without a generation head")
+        headless = copy_modeling_file("decision_transformer", tmp_path / "dt")
+        [result] = run_probe(headless, headless, checks=["example_extra_check"])
+        assert result.status == "pass", result.detail
+        assert result.detail == "DecisionTransformerGPT2Model vs DecisionTransformerGPT2Model"
+    finally:
+        del REGISTRY["example_extra_check"]
+    assert "example_extra_check" not in CHECK_NAMES
+
+
+def test_registry_refuses_a_second_check_of_a_name_and_a_check_without_a_docstring():
+    from cachemigrate.probe import check
+
+    def sdpa(probe):
+        """Another sdpa."""
+
+    def undocumented(probe):
+        return ""
+
+    with pytest.raises(ValueError, match="registered twice"):
+        check()(sdpa)
+    with pytest.raises(ValueError, match="no docstring"):
+        check()(undocumented)
