@@ -260,3 +260,23 @@ def test_plain_file_with_absolute_imports_needs_no_modeling_name(tmp_path):
         assert module.__name__.startswith("_cm_") and module.C.__module__ == module.__name__
     finally:
         unload_module(module)
+
+
+def test_control_runs_ignore_conditions_that_name_the_pair_under_test(tmp_path):
+    """A condition may look at the migrated side (needs_static does); in the control runs, where both sides are
+    one file, it must not turn the check into a skip that would make a crash in both files look like a divergence."""
+    from cachemigrate.probe import REGISTRY, check
+
+    @check(lambda probe: None if probe.orig is not probe.migr else "both sides are one file")
+    def example_crashing_check(probe):
+        """A check whose body no model can run."""
+        probe.pair()
+        raise RuntimeError("no such path")
+
+    try:
+        original, migrated = gpt2_pair(tmp_path, "modeling_gpt2.py", "modeling_gpt2.py")
+        [result] = run_probe(original, migrated, checks=["example_crashing_check"])
+    finally:
+        del REGISTRY["example_crashing_check"]
+    assert result.status == "setup-error", result.detail
+    assert result.detail.startswith("both files raise RuntimeError: no such path")

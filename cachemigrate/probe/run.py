@@ -114,12 +114,13 @@ def run_check(probe: Probe, check: Check) -> CheckResult:
     return CheckResult(check.name, status, detail.replace("\n", " "), time.perf_counter() - start)
 
 
-def _attempt(probe: Probe, check: Check):
-    """(status, detail, exception) of one run of ``check`` on ``probe``."""
+def _attempt(probe: Probe, check: Check, *, conditions: bool = True):
+    """(status, detail, exception) of one run of ``check`` on ``probe``; ``conditions=False`` runs it even where its
+    ``requires`` say skip (a control run: they held for the pair under test, and may name the migrated side)."""
     import torch
 
     _seed_all(probe.seed)
-    reason = check.skip_reason(probe)
+    reason = check.skip_reason(probe) if conditions else None
     if reason:
         return SKIP, reason, None
     try:
@@ -136,10 +137,10 @@ def _attempt(probe: Probe, check: Check):
 def _classify_error(probe: Probe, check: Check, exc: Exception) -> tuple[str, str]:
     """An exception is a divergence only if the original alone runs the check."""
     message = one_line(exc)
-    status, _, alone = _attempt(probe.control("original"), check)
+    status, _, alone = _attempt(probe.control("original"), check, conditions=False)
     if status != ERROR:
         return ERROR, f"{message} (the original alone runs this check: a divergence)"
-    _, _, migrated_alone = _attempt(probe.control("migrated"), check)
+    _, _, migrated_alone = _attempt(probe.control("migrated"), check, conditions=False)
     if migrated_alone is not None and one_line(migrated_alone) == one_line(alone):
         return SETUP_ERROR, f"both files raise {one_line(alone)}: the check cannot run on this model, not a divergence"
     return SETUP_ERROR, f"the original alone raises {one_line(alone)}: the check cannot run on it, not a divergence"
