@@ -279,19 +279,42 @@ def list_rules(era, rules, tier) -> None:
 @click.option("--check", "checks", multiple=True, help="Run only these checks (repeatable).")
 @click.option("--static/--no-static", default=None, help="Run the static-cache checks (default: if claimed).")
 @click.option("--seed", type=int, default=0)
-def probe(original, migrated, checks, static, seed) -> None:
-    """Compare ORIGINAL and MIGRATED on a tiny random model with shared weights."""
-    from .probe import CHECK_NAMES, format_table, run_probe
+@click.option(
+    "--package",
+    default=None,
+    metavar="PACKAGE",
+    help="Import files with relative imports inside PACKAGE, e.g. transformers.models.gpt2 "
+    "(default: guessed from whichever file is named modeling_<name>.py).",
+)
+def probe(original, migrated, checks, static, seed, package) -> None:
+    """Compare ORIGINAL and MIGRATED on a tiny random model with shared weights.
+
+    Exit 0: every check passed or was skipped. 1: a check diverged (a difference, or an error of the migrated
+    file only). 2: the probe could not be set up, or checks could not run on the original (set-up errors only).
+    """
+    from .probe import CHECK_NAMES, exit_status, format_table, run_probe, summary_line
+    from .probe.report import DIVERGED, SETUP_ERROR, is_setup_failure
 
     unknown = [c for c in checks if c not in CHECK_NAMES]
     if unknown:
         _fail(f"unknown check(s) {', '.join(unknown)}: expected some of {', '.join(CHECK_NAMES)}")
-    results = run_probe(original, migrated, checks=list(checks) or None, static=static, seed=seed)
-    click.echo(format_table(results))
-    bad = [r for r in results if r.status in ("fail", "error")]
+    start = time.perf_counter()
+    results = run_probe(original, migrated, checks=list(checks) or None, static=static, seed=seed, package=package)
+    seconds = time.perf_counter() - start
+    if is_setup_failure(results):
+        click.echo(f"error: probe set-up: {results[0].detail}", err=True)
+    else:
+        click.echo(format_table(results))
+    click.echo(summary_line(results, seconds))
+    bad = [r.name for r in results if r.status in DIVERGED]
     if bad:
-        click.echo(f"{len(bad)} of {len(results)} checks diverged: {', '.join(r.name for r in bad)}", err=True)
-        sys.exit(EXIT_CHANGES)
+        click.echo(f"{len(bad)} of {len(results)} checks diverged: {', '.join(bad)}", err=True)
+    setup = [r.name for r in results if r.status == SETUP_ERROR and r.name != "setup"]
+    if setup:
+        click.echo(
+            f"set-up errors (the check cannot run on the original; not divergences): {', '.join(setup)}", err=True
+        )
+    sys.exit(exit_status(results))
 
 
 def entry() -> None:  # pragma: no cover - console script wrapper

@@ -3,7 +3,6 @@
 The modeling files are copied into tmp_path at test time; no transformers code is stored in this repository.
 """
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -310,12 +309,55 @@ def test_format_table_aligns_columns():
 
 
 def test_importing_the_probe_does_not_import_torch():
-    probe_file = Path(importlib.util.find_spec("cachemigrate.probe").origin)
     code = (
-        "import importlib.util, sys\n"
-        f"spec = importlib.util.spec_from_file_location('probe_under_test', {str(probe_file)!r})\n"
-        "module = importlib.util.module_from_spec(spec); sys.modules[spec.name] = module\n"
-        "spec.loader.exec_module(module)\n"
+        "import pkgutil, importlib, sys\n"
+        "import cachemigrate.probe as probe\n"
+        "for info in pkgutil.walk_packages(probe.__path__, 'cachemigrate.probe.'):\n"
+        "    importlib.import_module(info.name)\n"
+        "assert len(probe.CHECK_NAMES) == 16, probe.CHECK_NAMES\n"
         "assert 'torch' not in sys.modules and 'transformers' not in sys.modules, 'heavy import'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The check registry
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def test_a_check_is_one_registered_function(tmp_path):
+    from cachemigrate.probe import REGISTRY, check
+
+    @check(lambda probe: None if not probe.has_head else "only for files without a generation head")
+    def example_extra_check(probe):
+        """An extra check, registered by a test."""
+        original, migrated = probe.pair()
+        return f"{type(original).__name__} vs {type(migrated).__name__}"
+
+    try:
+        assert REGISTRY["example_extra_check"].doc == "An extra check, registered by a test."
+        with_head = copy_modeling_file("ctrl", tmp_path / "ctrl")
+        [result] = run_probe(with_head, with_head, checks=["example_extra_check"])
+        assert (result.status, result.detail) == ("skip", "only for files without a generation head")
+        headless = copy_modeling_file("decision_transformer", tmp_path / "dt")
+        [result] = run_probe(headless, headless, checks=["example_extra_check"])
+        assert result.status == "pass", result.detail
+        assert result.detail == "DecisionTransformerGPT2Model vs DecisionTransformerGPT2Model"
+    finally:
+        del REGISTRY["example_extra_check"]
+    assert "example_extra_check" not in CHECK_NAMES
+
+
+def test_registry_refuses_a_second_check_of_a_name_and_a_check_without_a_docstring():
+    from cachemigrate.probe import check
+
+    def sdpa(probe):
+        """Another sdpa."""
+
+    def undocumented(probe):
+        return ""
+
+    with pytest.raises(ValueError, match="registered twice"):
+        check()(sdpa)
+    with pytest.raises(ValueError, match="no docstring"):
+        check()(undocumented)

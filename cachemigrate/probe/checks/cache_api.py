@@ -1,0 +1,43 @@
+"""The Cache API, a path only the migrated model has: a DynamicCache passed in is the cache that is updated."""
+
+from __future__ import annotations
+
+from ..compare import CheckFailed, clone, expect_same, kind, logits, past
+from ..context import PROMPT_LEN, STEPS
+from .common import call_under_test
+from .registry import check
+
+
+def _expect_cache_step(out, cache, length: int, reference_logits, what: str) -> None:
+    returned = past(out)
+    if returned is not cache:
+        raise CheckFailed(f"{what}: returned {kind(returned)}, not the DynamicCache passed in")
+    if cache.get_seq_length() != length:
+        raise CheckFailed(f"{what}: get_seq_length() is {cache.get_seq_length()}, expected {length}")
+    expect_same(reference_logits, logits(out), f"{what} logits")
+
+
+@check()
+def dynamic_cache_in_same_object(probe) -> str:
+    """A DynamicCache passed in (empty, or from_legacy_cache) comes back as the same object, grown in place."""
+    from transformers.cache_utils import DynamicCache
+
+    original, migrated = probe.pair()
+    prompt, steps = probe.prompt_and_steps()
+    out = original(input_ids=prompt, use_cache=True)
+    reference = [logits(out)]
+    given = past(out)
+    for tokens in steps:
+        out = original(input_ids=tokens, past_key_values=given, use_cache=True)
+        reference.append(logits(out))
+        given = past(out)
+
+    cache = DynamicCache()
+    for i, tokens in enumerate([prompt, *steps]):
+        out = call_under_test(migrated, input_ids=tokens, past_key_values=cache, use_cache=True)
+        _expect_cache_step(out, cache, PROMPT_LEN + i, reference[i], f"empty cache, step {i}")
+
+    legacy = DynamicCache.from_legacy_cache(clone(probe.original_past(original, prompt)))
+    out = call_under_test(migrated, input_ids=steps[0], past_key_values=legacy, use_cache=True)
+    _expect_cache_step(out, legacy, PROMPT_LEN + 1, reference[1], "from_legacy_cache")
+    return f"same object, grew to {PROMPT_LEN + STEPS} tokens; logits equal the tuple path"

@@ -1,0 +1,44 @@
+"""Helpers shared by several checks: calling the model under test, generating, watching the past a model gets."""
+
+from __future__ import annotations
+
+import contextlib
+
+from ..compare import CheckFailed, one_line
+from ..context import MAX_NEW_TOKENS
+
+
+def call_under_test(function, *args, **kwargs):
+    """Call the migrated model on a path that only it must support (the Cache API): its exceptions are failures of
+    the check, never set-up errors."""
+    try:
+        return function(*args, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - any crash here is the failure being checked for
+        raise CheckFailed(f"model raised {one_line(exc)}") from exc
+
+
+def generate(model, ids, mask=None, **kwargs):
+    """Greedy (or ``num_beams``) generate of MAX_NEW_TOKENS tokens, pad id 0."""
+    import torch
+
+    if mask is None:
+        mask = torch.ones_like(ids)
+    kwargs.setdefault("num_beams", 1)
+    return model.generate(
+        ids, attention_mask=mask, max_new_tokens=MAX_NEW_TOKENS, do_sample=False, pad_token_id=0, **kwargs
+    )
+
+
+@contextlib.contextmanager
+def recording_past_types(model):
+    """Record the type of ``past_key_values`` that every forward call of ``model`` receives."""
+    seen: list[type] = []
+
+    def hook(_module, args, kwargs):
+        seen.append(type(kwargs.get("past_key_values", args[1] if len(args) > 1 else None)))
+
+    handle = model.register_forward_pre_hook(hook, with_kwargs=True)
+    try:
+        yield seen
+    finally:
+        handle.remove()

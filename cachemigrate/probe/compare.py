@@ -1,0 +1,111 @@
+"""Comparing outputs: tensors bit for bit, nested outputs by structure, and small helpers on model outputs."""
+
+from __future__ import annotations
+
+
+class CheckFailed(Exception):
+    """Raised by a check when the migrated model behaves differently."""
+
+
+class CheckSkipped(Exception):
+    """Raised by a check that does not apply to this model."""
+
+
+def kind(value) -> str:
+    """``None``, ``Tensor`` or the type name."""
+    import torch
+
+    if value is None:
+        return "None"
+    if isinstance(value, torch.Tensor):
+        return "Tensor"
+    return type(value).__name__
+
+
+def tensor_diff(a, b) -> str | None:
+    """None when ``a`` and ``b`` are bit-identical, else a one-line description of the difference."""
+    import torch
+
+    if a.shape != b.shape:
+        return f"shape {tuple(a.shape)} vs {tuple(b.shape)}"
+    if a.dtype != b.dtype:
+        return f"dtype {a.dtype} vs {b.dtype}"
+    if torch.equal(a, b):
+        return None
+    if a.is_floating_point():
+        both_nan = torch.isnan(a) & torch.isnan(b)
+        if not both_nan.any() or not torch.equal(a[~both_nan], b[~both_nan]):
+            return f"max abs diff {(a.double() - b.double()).abs().nan_to_num(float('inf')).max().item():.3e}"
+        return None
+    return f"{int((a != b).sum())} of {a.numel()} elements differ"
+
+
+def structure_diff(a, b, where: str = "out") -> str | None:
+    """Compare two nested outputs (tensors, tuples, lists, ModelOutputs/dicts) by structure and value."""
+    import torch
+
+    if kind(a) != kind(b) and not (isinstance(a, dict) and isinstance(b, dict)):
+        return f"{where}: {kind(a)} vs {kind(b)}"
+    if isinstance(a, torch.Tensor):
+        diff = tensor_diff(a, b)
+        return f"{where}: {diff}" if diff else None
+    if isinstance(a, dict):
+        if list(a.keys()) != list(b.keys()):
+            return f"{where}: keys {list(a.keys())} vs {list(b.keys())}"
+        items = [(f"{where}.{k}", a[k], b[k]) for k in a]
+    elif isinstance(a, (tuple, list)):
+        if len(a) != len(b):
+            return f"{where}: length {len(a)} vs {len(b)}"
+        items = [(f"{where}[{i}]", x, y) for i, (x, y) in enumerate(zip(a, b))]
+    else:
+        return None if a == b else f"{where}: {a!r} vs {b!r}"
+    for sub_where, x, y in items:
+        diff = structure_diff(x, y, sub_where)
+        if diff:
+            return diff
+    return None
+
+
+def expect_same(a, b, what: str) -> None:
+    """Raise :class:`CheckFailed` describing the first difference between ``a`` and ``b``."""
+    diff = structure_diff(a, b, what)
+    if diff:
+        raise CheckFailed(diff)
+
+
+def logits(output):
+    """Logits of a head, or the last hidden state of a base model; works on ModelOutputs and tuples."""
+    if isinstance(output, tuple):
+        return output[0]
+    found = getattr(output, "logits", None)
+    return found if found is not None else output.last_hidden_state
+
+
+def past(output):
+    """The past a model returned (ModelOutput or ``return_dict=False`` tuple)."""
+    return output[1] if isinstance(output, tuple) else getattr(output, "past_key_values", None)
+
+
+def clone(value):
+    """Copy of a nested tuple/list of tensors (e.g. a legacy past), so that neither model sees the other's tensors."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, (tuple, list)):
+        return type(value)(clone(v) for v in value)
+    return value
+
+
+def layout(value) -> str:
+    """Short description of a nested output, e.g. ``tuple[Tensor, tuple[2]]``."""
+    if isinstance(value, (tuple, list)):
+        inner = ", ".join(kind(v) if not isinstance(v, (tuple, list)) else f"{kind(v)}[{len(v)}]" for v in value)
+        return f"{kind(value)}[{inner}]"
+    return kind(value)
+
+
+def one_line(exc: BaseException) -> str:
+    """``Type: first line of the message``."""
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}".rstrip(": ")

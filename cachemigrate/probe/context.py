@@ -1,0 +1,68 @@
+"""What every check gets: a :class:`Probe`, holding both files' model classes, the seed, the model pairs built so
+far and the inputs."""
+
+from __future__ import annotations
+
+from .compare import past
+from .models import ModelClasses, build_pair
+from .tiny import tiny_config
+
+PROMPT_LEN = 5
+STEPS = 3
+MAX_NEW_TOKENS = 6
+
+
+class Probe:
+    """Both modules' classes, the seed and the models built so far; the checks take one of these.
+
+    ``static``: None runs the static-cache checks only when the migrated model sets ``_supports_static_cache``,
+    True forces them, False skips them.
+    """
+
+    def __init__(self, original: ModelClasses, migrated: ModelClasses, *, static: bool | None = None, seed: int = 0):
+        self.orig = original
+        self.migr = migrated
+        self.static = static
+        self.seed = seed
+        self.vocab_size = tiny_config(original.config_class).vocab_size
+        self._pairs: dict = {}
+
+    def control(self, side: str) -> "Probe":
+        """A probe that compares one side's file with itself ("original" or "migrated"): what that file does alone."""
+        classes = {"original": self.orig, "migrated": self.migr}[side]
+        return Probe(classes, classes, static=self.static, seed=self.seed)
+
+    # -- models ------------------------------------------------------------------------------------------------------
+
+    def pair(self, attn: str = "eager", *, torchscript: bool = False, fresh: bool = False):
+        """(original model, migrated model) with one shared state_dict, in eval mode. Cached unless ``fresh``."""
+        key = (attn, torchscript)
+        if fresh or key not in self._pairs:
+            config = tiny_config(self.orig.config_class, attn=attn, torchscript=torchscript)
+            built = build_pair(self.orig, self.migr, config, self.seed)
+            if fresh:
+                return built
+            self._pairs[key] = built
+        return self._pairs[key]
+
+    @property
+    def has_head(self) -> bool:
+        return self.orig.head_class is not None
+
+    # -- inputs ------------------------------------------------------------------------------------------------------
+
+    def ids(self, batch: int, length: int, salt: int = 0):
+        """Random token ids in [1, vocab_size - 1): 0 is the pad id, vocab_size - 1 is ImageGPT's start token."""
+        import torch
+
+        generator = torch.Generator().manual_seed(self.seed * 1000 + salt)
+        return torch.randint(1, self.vocab_size - 1, (batch, length), generator=generator)
+
+    def prompt_and_steps(self, salt: int = 0):
+        """A batch-2 prompt of PROMPT_LEN tokens and STEPS single-token continuations."""
+        tokens = self.ids(2, PROMPT_LEN + STEPS, salt)
+        return tokens[:, :PROMPT_LEN], [tokens[:, PROMPT_LEN + i :][:, :1] for i in range(STEPS)]
+
+    def original_past(self, model, prompt):
+        """The ORIGINAL model's returned past for ``prompt`` (legacy layout)."""
+        return past(model(input_ids=prompt, use_cache=True))

@@ -1,0 +1,117 @@
+"""Finding the model classes of a modeling module, and building an (original, migrated) pair of tiny models.
+
+:func:`discover` finds the config class, the causal-LM head and the base model of the ORIGINAL module;
+:func:`matching_classes` finds the same classes in the MIGRATED module. :func:`build_pair` instantiates both from
+one tiny config (see :mod:`.tiny`) and loads one state_dict into both, so that they hold the same weights.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+from dataclasses import dataclass
+
+from .tiny import tiny_config
+
+
+@dataclass
+class ModelClasses:
+    """The classes of one modeling module that the probe drives."""
+
+    config_class: type
+    head_class: type | None  # a GenerationMixin causal-LM head, or None
+    base_class: type  # the model holding the blocks; what the head wraps as ``base_model``
+    module_name: str
+
+    @property
+    def model_class(self) -> type:
+        """The class that is instantiated: the head when there is one."""
+        return self.head_class or self.base_class
+
+
+def _defined_here(module) -> list[type]:
+    from transformers import PreTrainedModel
+
+    return [
+        obj
+        for obj in vars(module).values()
+        if isinstance(obj, type) and issubclass(obj, PreTrainedModel) and obj.__module__ == module.__name__
+    ]
+
+
+def _is_generation_head(cls) -> bool:
+    """True when a class of the module itself lists GenerationMixin as a base.
+
+    Up to transformers 4.51 PreTrainedModel inherits GenerationMixin, so ``issubclass`` alone would call every model
+    a head; the heads are the classes that (re)declare it, e.g. ``class GPT2LMHeadModel(GPT2PreTrainedModel,
+    GenerationMixin)``.
+    """
+    from transformers import GenerationMixin, PreTrainedModel
+
+    return any(GenerationMixin in klass.__bases__ for klass in cls.__mro__ if klass is not PreTrainedModel)
+
+
+def _forward_params(cls) -> list[str]:
+    return list(inspect.signature(cls.forward).parameters)[1:]
+
+
+def discover(module) -> ModelClasses:
+    """Find the config class, the causal-LM head (if any) and the base model of a modeling module."""
+    from torch import nn
+
+    models = _defined_here(module)
+    configs = [c.config_class for c in models if getattr(c, "config_class", None) is not None]
+    if not configs:
+        raise LookupError(f"{module.__name__}: no PreTrainedModel subclass with a config_class")
+    config_class = max(set(configs), key=configs.count)
+    with_past = [c for c in models if "past_key_values" in _forward_params(c)]
+    heads = [c for c in with_past if _is_generation_head(c)]
+    head = min(heads, key=lambda c: len(_forward_params(c))) if heads else None
+    if head is not None:
+        base = type(head(tiny_config(config_class)).base_model)
+        return ModelClasses(config_class, head, base, module.__name__)
+    for cls in with_past:
+        model = cls(tiny_config(config_class))
+        if model.base_model is model and any(isinstance(m, nn.ModuleList) for m in model.children()):
+            return ModelClasses(config_class, None, cls, module.__name__)
+    raise LookupError(f"{module.__name__}: no base model with a ModuleList of blocks and a past_key_values argument")
+
+
+def matching_classes(original: ModelClasses, module) -> ModelClasses:
+    """The migrated module's classes: the same names as the original's, else discovered afresh."""
+    try:
+        head = getattr(module, original.head_class.__name__) if original.head_class else None
+        base = getattr(module, original.base_class.__name__)
+        return ModelClasses(base.config_class, head, base, module.__name__)
+    except AttributeError:
+        return discover(module)
+
+
+def build_original(classes: ModelClasses, config, seed: int):
+    """The original model, from ``seed``, in eval mode."""
+    import torch
+
+    torch.manual_seed(seed)
+    return classes.model_class(copy.deepcopy(config)).eval()
+
+
+def build_like(classes: ModelClasses, reference, config):
+    """A model of ``classes`` holding the weights of ``reference`` (strictly: same parameter names), in eval mode.
+
+    ``config`` is the reference's config; it is converted when ``classes`` has its own config class (a migrated
+    remote-code folder has its own copy of the configuration module).
+    """
+    if classes.config_class is type(config):
+        own = copy.deepcopy(config)
+    else:
+        own = classes.config_class.from_dict(config.to_dict())
+        own._attn_implementation = config._attn_implementation
+    model = classes.model_class(own)
+    model.load_state_dict(reference.state_dict(), strict=True)
+    return model.eval()
+
+
+def build_pair(original: ModelClasses, migrated: ModelClasses, config, seed: int):
+    """(original model, migrated model) with one shared state_dict, in eval mode."""
+    reference = build_original(original, config, seed)
+    return reference, build_like(migrated, reference, config)
