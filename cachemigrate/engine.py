@@ -28,11 +28,13 @@ from .apply import ApplyError, Reformat, apply_plan
 from .audit import Offsets, claims_of, find_violation
 from .diagnostics import Diagnostic
 from .edits import Plan
+from .boundary import file_layout
+from .converters import Converter, find_converters
 from .facts import bound_holes, find_facts, functions_in_scope
 from .imports import IMPORTS_RULE, plan_imports
 from .names import newly_unbound
 from .render import format_statements
-from .schema import Era, Rule, RuleSet
+from .schema import ENGINE_FACTS, Era, Rule, RuleSet
 from .views import FileViews
 
 
@@ -84,7 +86,8 @@ class RegionViolation(RuntimeError):
 
 
 def _when_holds(rule: Rule, facts: Mapping[str, str]) -> bool:
-    return all(facts.get(key) == value for key, value in rule.when.items())
+    """Every fact of ``when`` has its value (``"*"``: any value, the fact is known)."""
+    return all(key in facts if value == "*" else facts.get(key) == value for key, value in rule.when.items())
 
 
 class _Formatter(Reformat):
@@ -143,7 +146,11 @@ def plan_rules(
     """Every rule's edits on the original tree, the matches per rule, and the diagnostics of planning."""
     views = FileViews(info)
     facts = find_facts(info, era, views)
-    bound = bound_holes(info, facts)
+    layout = file_layout(info, views, facts.get("presents"))
+    facts.update(layout.facts)
+    if "entry_converter" in layout.facts:  # the heads read the tuples the base model converts on its way in
+        views.set_rank(info.roles["head"] + info.roles["pretrained"], layout.boundary_rank)
+    bound = bound_holes(info, facts, {**layout.filters, **layout.predicates})
     plan = Plan()
     actions = []
     matched: dict[str, int] = {}
@@ -159,7 +166,8 @@ def plan_rules(
                 undetermined.update(missing)
                 facts_text = ", ".join(f"`{fact}`" for fact in missing)
                 where = locate(info.functions[sorted(functions)[0]].node)
-                found.append(_not_applied(rule, path, where, f"cannot tell how it applies: {_why_unknown(missing)}"))
+                why = _why_unknown(missing, layout.reason)
+                found.append(_not_applied(rule, path, where, f"cannot tell how it applies: {why}"))
             continue
         if not functions and not classes:
             continue
@@ -196,8 +204,12 @@ def plan_rules(
     return plan, matched, found
 
 
-def _why_unknown(facts: list[str]) -> str:
+def _why_unknown(facts: list[str], layout_reason: str | None = None) -> str:
+    layout = f"the layout of the cached keys and values is not known: {layout_reason}"
+    if any(fact in ENGINE_FACTS for fact in facts):  # one reason for all of them
+        facts = [fact for fact in facts if fact not in ENGINE_FACTS] + ["cache_layout"]
     said = {
+        "cache_layout": layout,
         "layout": "the file never builds the present of a layer as a (key, value) tuple or a stacked tensor, so "
         "the legacy layout to give back to tuple callers is unknown",
         "presents": "the base model never starts a tuple of presents as `() if use_cache else None`",
@@ -310,40 +322,58 @@ def _unbound_names(original: cst.Module, migrated: cst.Module, edited: set[str])
 
 
 def _leftover_diagnostics(
-    before: ModuleInfo, new_module: cst.Module, edited: set[str], era: Era, path: str, locate: Locator
+    before: ModuleInfo,
+    new_module: cst.Module,
+    edited: set[str],
+    era: Era,
+    path: str,
+    locate: Locator,
+    converters: Mapping[str, Converter] = {},
 ) -> list[Diagnostic]:
     """Legacy uses still present after the rules ran, located in the original file. Only the edited top-level
-    classes and functions are analysed again; the others keep the uses found before."""
+    classes and functions are analysed again; the others keep the uses found before.
+
+    The file's legacy converters (:mod:`cachemigrate.converters`) only ever handle tuples and keep their tuple
+    code; handing them a cache outside a tuple-only branch is a legacy use (a Cache could reach them)."""
     changed = [s for s in new_module.body if isinstance(s, (cst.ClassDef, cst.FunctionDef)) and s.name.value in edited]
     after = analyze(cst.Module(body=changed), era.cache_names)
+    exempt = {c.qualname for c in converters.values()}
+    calls = {f"self.{name}" for name in converters}
+
+    def leftovers(fn) -> list:
+        if fn.qualname in exempt:
+            return []
+        return [u for u in fn.uses if u.kind == "legacy" or (u.kind == "pass" and u.idiom in calls)]
+
     kept = [
         use
         for fn in before.functions.values()
         if fn.qualname not in after.functions and (fn.cls or fn.qualname) not in edited
-        for use in fn.legacy()
+        for use in leftovers(fn)
     ]
     originals: dict[tuple, list] = {}
-    for use in before.legacy_uses():
+    for use in (u for fn in before.functions.values() for u in leftovers(fn)):
         originals.setdefault((use.function, use.statement, use.idiom), []).append(use)
     result = []
-    for use in [*kept, *after.legacy_uses()]:
+    for use in [*kept, *(u for fn in after.functions.values() for u in leftovers(fn))]:
         matches = originals.get((use.function, use.statement, use.idiom))
         if matches:
             line, column = locate(matches.pop(0).node)
         else:
             fn = before.functions.get(use.function)
             line, column = locate(fn.node if fn else None)
-        result.append(
-            Diagnostic(
-                path,
-                line,
-                column,
-                codes.UNKNOWN_IDIOM,
-                f"`{use.variable}` is used as a tuple cache in {use.function} (`{use.idiom}` in `{use.statement}`) "
-                "and no rule rewrites this idiom; the file was left unchanged. Migrate this statement by hand "
-                "or add a rule for it",
+        if use.kind == "pass":
+            what = (
+                f"`{use.variable}` is handed to `{use.idiom}`, which converts legacy tuples only, in {use.function} "
+                f"(`{use.statement}`), where a Cache can reach it,"
             )
+        else:
+            what = f"`{use.variable}` is used as a tuple cache in {use.function} (`{use.idiom}` in `{use.statement}`)"
+        message = (
+            f"{what} and no rule rewrites this idiom; the file was left unchanged. Migrate this statement by hand "
+            "or add a rule for it"
         )
+        result.append(Diagnostic(path, line, column, codes.UNKNOWN_IDIOM, message))
     return result
 
 
@@ -426,7 +456,8 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
             "report it with this file"
         )
         return done("error", diags=[Diagnostic(path, line, column, codes.REGION_VIOLATION, message)])
-    found.extend(_leftover_diagnostics(before, new_module, edited, era, path, locate))
+    converters = find_converters(before)
+    found.extend(_leftover_diagnostics(before, new_module, edited, era, path, locate, converters))
     applied = {rule: count for rule, count in matched.items()}
     if found:
         return done("failed", diags=found, applied=applied)

@@ -14,7 +14,20 @@ from pathlib import Path
 
 from .actions import ACTIONS
 from .patterns import TemplateError, compile_statements
-from .schema import ROLES, TIERS, Checker, Era, Fact, Rule, RuleError, RuleSet, bound_names, line_of, read_toml
+from .schema import (
+    ENGINE_FACTS,
+    ROLES,
+    TIERS,
+    Checker,
+    Era,
+    Fact,
+    Rule,
+    RuleError,
+    RuleSet,
+    bound_names,
+    line_of,
+    read_toml,
+)
 
 _Checker = Checker  # the name the tests and user tooling knew
 # installed (a wheel): cachemigrate/builtin_rules/; a checkout or an editable install: rules/ beside the package
@@ -81,7 +94,7 @@ def load_rule(path: Path, era: Era) -> Rule:
     rule_era = check.get("era", str, f"the era of its directory, {era.name!r}")
     if rule_era != era.name:
         raise check.fail("era", f"the era of its directory, {era.name!r}", rule_era)
-    known_facts = {f.name for f in era.facts}
+    known_facts = {f.name for f in era.facts} | set(ENGINE_FACTS)  # a value "*": the fact is known
     when = check.get("when", dict, "a table of fact = value", {})
     for fact, value in when.items():
         if fact not in known_facts or not isinstance(value, str):
