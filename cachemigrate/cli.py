@@ -7,6 +7,7 @@ Exit codes: 0 all good; 1 ``--check`` found files that would change, or some fil
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import click
@@ -286,7 +287,15 @@ def list_rules(era, rules, tier) -> None:
     help="Import files with relative imports inside PACKAGE, e.g. transformers.models.gpt2 "
     "(default: guessed from whichever file is named modeling_<name>.py).",
 )
-def probe(original, migrated, checks, static, seed, package) -> None:
+@click.option(
+    "--config",
+    "settings",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Set a config value over the tiny ones, to probe a variant of the model, e.g. --config multi_query=false "
+    "(true/false/none, numbers, else text; repeatable).",
+)
+def probe(original, migrated, checks, static, seed, package, settings) -> None:
     """Compare ORIGINAL and MIGRATED on a tiny random model with shared weights.
 
     Exit 0: every check passed or was skipped. 1: a check diverged (a difference, or an error of the migrated
@@ -299,7 +308,10 @@ def probe(original, migrated, checks, static, seed, package) -> None:
     if unknown:
         _fail(f"unknown check(s) {', '.join(unknown)}: expected some of {', '.join(CHECK_NAMES)}")
     start = time.perf_counter()
-    results = run_probe(original, migrated, checks=list(checks) or None, static=static, seed=seed, package=package)
+    values = _settings(settings)
+    results = run_probe(
+        original, migrated, checks=list(checks) or None, static=static, seed=seed, package=package, settings=values
+    )
     seconds = time.perf_counter() - start
     if is_setup_failure(results):
         click.echo(f"error: probe set-up: {results[0].detail}", err=True)
@@ -315,6 +327,27 @@ def probe(original, migrated, checks, static, seed, package) -> None:
             f"set-up errors (the check cannot run on the original; not divergences): {', '.join(setup)}", err=True
         )
     sys.exit(exit_status(results))
+
+
+def _settings(pairs) -> dict:
+    """``["multi_query=false", "num_kv_heads=2"]`` -> ``{"multi_query": False, "num_kv_heads": 2}``."""
+    import json
+
+    values = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        if not sep or not key.strip():
+            _fail(f"--config {pair!r}: expected KEY=VALUE")
+        lowered = text.strip().lower()
+        if lowered in ("true", "false", "none", "null"):
+            value = {"true": True, "false": False}.get(lowered)
+        else:
+            try:
+                value = json.loads(text)
+            except ValueError:
+                value = text
+        values[key.strip()] = value
+    return values
 
 
 def entry() -> None:  # pragma: no cover - console script wrapper

@@ -51,6 +51,15 @@ def _is_generation_head(cls) -> bool:
     return any(GenerationMixin in klass.__bases__ for klass in cls.__mro__ if klass is not PreTrainedModel)
 
 
+def _is_language_model_head(cls, config_class) -> bool:
+    """A head of a file older than transformers 4.52 (its classes generate through ``PreTrainedModel``, none lists
+    ``GenerationMixin``): it has output embeddings, a language-model head."""
+    try:
+        return cls(tiny_config(config_class)).get_output_embeddings() is not None
+    except Exception:  # noqa: BLE001 - a class that cannot be built from the config is no head to probe
+        return False
+
+
 def _forward_params(cls) -> list[str]:
     return list(inspect.signature(cls.forward).parameters)[1:]
 
@@ -66,6 +75,8 @@ def discover(module) -> ModelClasses:
     config_class = max(set(configs), key=configs.count)
     with_past = [c for c in models if "past_key_values" in _forward_params(c)]
     heads = [c for c in with_past if _is_generation_head(c)]
+    if not heads and not any(_is_generation_head(c) for c in models):
+        heads = [c for c in with_past if hasattr(c, "generate") and _is_language_model_head(c, config_class)]
     head = min(heads, key=lambda c: len(_forward_params(c))) if heads else None
     if head is not None:
         base = type(head(tiny_config(config_class)).base_model)
