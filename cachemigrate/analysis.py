@@ -354,7 +354,10 @@ def _conjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:
 
 
 def _unparenthesised(node: cst.BaseExpression) -> cst.BaseExpression:
-    return node.with_changes(lpar=(), rpar=()) if getattr(node, "lpar", None) else node
+    """The expression without its own parentheses (a tuple keeps them: ``()`` cannot lose them)."""
+    if isinstance(node, cst.Tuple) or not getattr(node, "lpar", None):
+        return node
+    return node.with_changes(lpar=(), rpar=())
 
 
 def _statements(body: Sequence[cst.BaseStatement]) -> Iterable[cst.BaseStatement]:
