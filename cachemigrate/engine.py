@@ -309,9 +309,27 @@ def _functions_of(module: cst.Module, tops: set[str]) -> dict[str, cst.FunctionD
     return found
 
 
-def _unbound_names(original: cst.Module, migrated: cst.Module, edited: set[str]) -> tuple[str, set[str]] | None:
+def _edited_functions(plan: Plan) -> set[str]:
+    """Qualified names of the functions and methods that hold an edit (or whose header an edit changed)."""
+    names = set()
+    for edit in plan:
+        chain = [*edit.path, getattr(edit, "node", None)]
+        owner = None
+        for node in chain:
+            if isinstance(node, cst.ClassDef) and owner is None:
+                owner = node.name.value
+            elif isinstance(node, cst.FunctionDef):
+                names.add(f"{owner}.{node.name.value}" if owner else node.name.value)
+                break
+    return names
+
+
+def _unbound_names(
+    original: cst.Module, migrated: cst.Module, edited: set[str], functions: set[str]
+) -> tuple[str, set[str]] | None:
     """The first edited function that reads a name nothing binds any more (see :mod:`cachemigrate.names`)."""
     before, after = _functions_of(original, edited), _functions_of(migrated, edited)
+    after = {name: node for name, node in after.items() if name in functions}
     globals_before, globals_after = module_globals(original), module_globals(migrated)
     for qualname, function in after.items():
         if qualname in before:
@@ -325,18 +343,20 @@ def _leftover_diagnostics(
     before: ModuleInfo,
     new_module: cst.Module,
     edited: set[str],
+    functions: set[str],
     era: Era,
     path: str,
     locate: Locator,
     converters: Mapping[str, Converter] = {},
 ) -> list[Diagnostic]:
-    """Legacy uses still present after the rules ran, located in the original file. Only the edited top-level
-    classes and functions are analysed again; the others keep the uses found before.
+    """Legacy uses still present after the rules ran, located in the original file. Only the edited functions
+    are analysed again; the others keep the uses found before.
 
     The file's legacy converters (:mod:`cachemigrate.converters`) only ever handle tuples and keep their tuple
     code; handing them a cache outside a tuple-only branch is a legacy use (a Cache could reach them)."""
     changed = [s for s in new_module.body if isinstance(s, (cst.ClassDef, cst.FunctionDef)) and s.name.value in edited]
-    after = analyze(cst.Module(body=changed), era.cache_names)
+    after = analyze(cst.Module(body=changed), era.cache_names, only=functions)
+    reanalysed = {q for q in after.functions if q in functions}
     exempt = {c.qualname for c in converters.values()}
     calls = {f"self.{name}" for name in converters}
 
@@ -345,17 +365,12 @@ def _leftover_diagnostics(
             return []
         return [u for u in fn.uses if u.kind == "legacy" or (u.kind == "pass" and u.idiom in calls)]
 
-    kept = [
-        use
-        for fn in before.functions.values()
-        if fn.qualname not in after.functions and (fn.cls or fn.qualname) not in edited
-        for use in leftovers(fn)
-    ]
+    kept = [use for fn in before.functions.values() if fn.qualname not in reanalysed for use in leftovers(fn)]
     originals: dict[tuple, list] = {}
     for use in (u for fn in before.functions.values() for u in leftovers(fn)):
         originals.setdefault((use.function, use.statement, use.idiom), []).append(use)
     result = []
-    for use in [*kept, *(u for fn in after.functions.values() for u in leftovers(fn))]:
+    for use in [*kept, *(u for q in reanalysed for u in leftovers(after.functions[q]))]:
         matches = originals.get((use.function, use.statement, use.idiom))
         if matches:
             line, column = locate(matches.pop(0).node)
@@ -446,7 +461,8 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
         message = f"internal error: the rewritten code does not parse ({exc.msg}); the file was left unchanged"
         return done("error", diags=[Diagnostic(path, 1, 1, codes.REGION_VIOLATION, message)])
     edited = _edited_tops(module, plan)
-    unbound = _unbound_names(module, new_module, edited)
+    functions = _edited_functions(plan)
+    unbound = _unbound_names(module, new_module, edited, functions)
     if unbound:
         function, names = unbound
         line, column = locate(before.functions[function].node) if function in before.functions else (1, 1)
@@ -457,7 +473,7 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
         )
         return done("error", diags=[Diagnostic(path, line, column, codes.REGION_VIOLATION, message)])
     converters = find_converters(before)
-    found.extend(_leftover_diagnostics(before, new_module, edited, era, path, locate, converters))
+    found.extend(_leftover_diagnostics(before, new_module, edited, functions, era, path, locate, converters))
     applied = {rule: count for rule, count in matched.items()}
     if found:
         return done("failed", diags=found, applied=applied)
