@@ -308,7 +308,7 @@ def probe(original, migrated, checks, static, seed, package, settings) -> None:
     if unknown:
         _fail(f"unknown check(s) {', '.join(unknown)}: expected some of {', '.join(CHECK_NAMES)}")
     start = time.perf_counter()
-    values = _settings(settings)
+    values = _config_values(settings)
     results = run_probe(
         original, migrated, checks=list(checks) or None, static=static, seed=seed, package=package, settings=values
     )
@@ -329,7 +329,7 @@ def probe(original, migrated, checks, static, seed, package, settings) -> None:
     sys.exit(exit_status(results))
 
 
-def _settings(pairs) -> dict:
+def _config_values(pairs) -> dict:
     """``["multi_query=false", "num_kv_heads=2"]`` -> ``{"multi_query": False, "num_kv_heads": 2}``."""
     import json
 
