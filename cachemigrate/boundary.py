@@ -8,9 +8,9 @@
   then the boundary is the inside layout with batch and heads apart (:mod:`cachemigrate.converters`). With a Cache
   the attention converts its own tensors, and both model-level conversions go.
 
-Facts (strings, usable in ``when`` and as bound holes): ``cache_layout`` and ``boundary`` ("standard",
-"converted", "fused"), ``key_seq``/``value_seq`` (inside) and ``boundary_key_seq`` (axes, e.g. "-1"),
-``entry_converter``/``exit_converter`` (``self._convert_to_rw_cache``). Filters for the templates come with them
+Facts (strings, usable in ``when`` and as bound holes): ``form`` ("pair", "fused"), ``cache_layout`` and
+``boundary`` ("standard", "converted", "fused"), for pairs ``key_seq``/``value_seq`` (inside) and
+``boundary_key_seq`` (axes, e.g. "-1"), ``entry_converter``/``exit_converter`` (``self._convert_to_rw_cache``). Filters for the templates come with them
 (:mod:`cachemigrate.conversions`). A file whose layout cannot be told gets none of them, and a reason.
 """
 
@@ -21,12 +21,16 @@ import dataclasses
 import libcst as cst
 import libcst.matchers as m
 
-from .analysis import ModuleInfo
+from .analysis import GUARD_TYPES, ModuleInfo
 from .conversions import Unconvertible, attention_filters, model_filters
 from .converters import Converter, converter_calls, find_converters
 from .layout import Layout, TensorLayout, Unknown, attention_layout
 from .patterns import code_of
 from .ranks import RankScope
+
+_CACHE_CHECK = m.Call(
+    func=m.Name("isinstance"), args=[m.Arg(), m.Arg(m.Name(m.MatchIfTrue(lambda name: name in GUARD_TYPES)))]
+)
 
 
 @dataclasses.dataclass
@@ -43,6 +47,8 @@ def file_layout(info: ModuleInfo, views, presents: str | None) -> FileLayout:
     result = FileLayout(converters=find_converters(info))
     calls = {f"self.{name}" for name in result.converters}
     result.predicates["?converter"] = lambda node: code_of(node) in calls
+    # a test that does not already ask whether something is a Cache (a rule that adds that test stays idempotent)
+    result.predicates["?no_cache_check"] = lambda node: not m.findall(node, _CACHE_CHECK)
     try:
         inside = _inside(info, views)
         boundary, entry, exit_ = _boundary(info, inside, result.converters)
@@ -57,13 +63,10 @@ def file_layout(info: ModuleInfo, views, presents: str | None) -> FileLayout:
     except (Unknown, Unconvertible) as exc:
         result.reason = str(exc)
         return result
-    facts = {
-        "cache_layout": _kind(inside),
-        "boundary": _kind(boundary),
-        "key_seq": str(inside.key.seq),
-        "value_seq": str(inside.value.seq),
-        "boundary_key_seq": str(boundary.key.seq),
-    }
+    facts = {"form": inside.form, "cache_layout": _kind(inside), "boundary": _kind(boundary)}
+    if inside.form == "pair":
+        facts.update(key_seq=str(inside.key.seq), value_seq=str(inside.value.seq))
+        facts["boundary_key_seq"] = str(boundary.key.seq)
     if entry:
         facts["entry_converter"], facts["exit_converter"] = f"self.{entry}", f"self.{exit_}"
     result.facts = facts

@@ -21,6 +21,7 @@ TIERS = ("dynamic", "static", "upstream")
 # Facts the engine computes itself (cachemigrate.boundary): the layout of the cached keys and values inside the
 # attention and at the model boundary. Usable in `when` and as bound holes like the era's own facts.
 ENGINE_FACTS = (
+    "form",
     "cache_layout",
     "boundary",
     "key_seq",

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 
 # `{name|test}` in a pattern: the capture must pass the engine's test (bound as "?test")
-PREDICATES = frozenset({"converter"})
+PREDICATES = frozenset({"converter", "no_cache_check"})
 
 # `isinstance(x, Cache)` and the like: code guarded by it already handles a Cache
 CACHE_GUARD = m.Call(
