@@ -161,7 +161,9 @@ def plan_rules(
         functions, classes = functions_in_scope(info, rule.role, rule.functions)
         if not _when_holds(rule, facts):
             missing = sorted(set(rule.when) - set(facts) - undetermined)
-            if rule.required and missing and functions:
+            # a fact the file shows with another value: the rule is not for this file (a fused layout's CM018)
+            contradicted = any(key in facts and value not in ("*", facts[key]) for key, value in rule.when.items())
+            if rule.required and missing and functions and not contradicted:
                 # e.g. the legacy layout of a layer's cache: without it no rule returns the cache as a tuple
                 undetermined.update(missing)
                 facts_text = ", ".join(f"`{fact}`" for fact in missing)
@@ -426,7 +428,10 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
     if error:
         return done("failed", diags=[error])
     before = analyze(module, era.cache_names)
-    if not before.legacy_uses():
+    converters = find_converters(before)
+    # legacy converters keep their tuple code after a migration: alone, they leave nothing to migrate
+    exempt = {c.qualname for c in converters.values()}
+    if not [use for use in before.legacy_uses() if use.function not in exempt]:
         return done("clean")
     locate = Locator(module)
     if not before.roles["attention"] and not before.roles["base_model"]:
@@ -472,7 +477,6 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
             "report it with this file"
         )
         return done("error", diags=[Diagnostic(path, line, column, codes.REGION_VIOLATION, message)])
-    converters = find_converters(before)
     found.extend(_leftover_diagnostics(before, new_module, edited, functions, era, path, locate, converters))
     applied = {rule: count for rule, count in matched.items()}
     if found:

@@ -184,3 +184,24 @@ def test_views_around_the_update_compute_what_the_concatenation_did(rule, varian
     new_present = new_second[1] if isinstance(new_second[1], tuple) else (new_second[1],)
     for expected, got in zip(old_present, new_present):
         assert torch.equal(expected, got) and expected.stride() == got.stride()
+
+
+@pytest.mark.parametrize(
+    "fixture, rules",
+    [
+        ("CM306/before.py", {"CM300", "CM306", "CM307", "CM018"}),  # Falcon-like: RW inside, converters at the model
+        ("CM302/before.py", {"CM302", "CM309", "CM310", "CM312"}),  # GPTBigCode-like: fused, a list of presents
+        ("CM304/before.py", {"CM002", "CM304", "CM305", "CM308", "CM018"}),  # MPT-like: len() test, zip loop
+    ],
+)
+def test_a_whole_model_in_each_layout_migrates_and_a_second_run_finds_it_clean(fixture, rules):
+    """The dynamic tier on the small models of the layout fixtures: no diagnostic (a fused file is not asked for
+    the pair layout's return, CM018), and the migrated file is clean (the converters it keeps are no leftovers)."""
+    from cachemigrate.engine import Options, migrate_source
+
+    ruleset = load_ruleset("4.52")
+    result = migrate_source((FIXTURES / fixture).read_text(), ruleset, Options(line_length=119), path=fixture)
+    assert [str(d) for d in result.diagnostics] == []
+    assert result.status == "migrated" and rules <= set(result.applied)
+    again = migrate_source(result.migrated, ruleset, Options(line_length=119), path="migrated.py")
+    assert again.status == "clean" and again.diagnostics == [] and again.migrated == result.migrated
