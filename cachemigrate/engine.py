@@ -31,6 +31,7 @@ from .edits import Plan
 from .facts import bound_holes, find_facts, functions_in_scope
 from .imports import IMPORTS_RULE, plan_imports
 from .names import newly_unbound
+from .patterns import holes
 from .render import format_statements
 from .schema import Era, Rule, RuleSet
 from .views import FileViews
@@ -152,8 +153,9 @@ def plan_rules(
     undetermined: set[str] = set()  # facts a required rule needed that the file did not show (reported once)
     for rule in rules:
         functions, classes = functions_in_scope(info, rule.role, rule.functions)
-        if not _when_holds(rule, facts):
-            missing = sorted(set(rule.when) - set(facts) - undetermined)
+        needed = set(rule.when) | _facts_in_templates(rule, era)
+        if not _when_holds(rule, facts) or not needed <= set(facts):
+            missing = sorted(needed - set(facts) - undetermined)
             if rule.required and missing and functions:
                 # e.g. the legacy layout of a layer's cache: without it no rule returns the cache as a tuple
                 undetermined.update(missing)
@@ -196,11 +198,18 @@ def plan_rules(
     return plan, matched, found
 
 
+def _facts_in_templates(rule: Rule, era: Era) -> set[str]:
+    """The facts a rule's templates use as bound holes: without the fact the rule has nothing to fill in."""
+    texts = [v for v in rule.params.values() if isinstance(v, str)]
+    texts += [t for v in rule.params.values() if isinstance(v, list) for t in v if isinstance(t, str)]
+    return {hole for text in texts for hole in holes(text)} & {fact.name for fact in era.facts}
+
+
 def _why_unknown(facts: list[str]) -> str:
     said = {
         "layout": "the file never builds the present of a layer as a (key, value) tuple or a stacked tensor, so "
         "the legacy layout to give back to tuple callers is unknown",
-        "presents": "the base model never starts a tuple of presents as `() if use_cache else None`",
+        "presents": "the base model never starts a tuple of presents as `() if use_cache else None` (a condition that reads `use_cache`)",
     }
     return "; ".join(said.get(fact, f"the file does not show its {fact}") for fact in facts)
 

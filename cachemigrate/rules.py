@@ -48,9 +48,14 @@ def load_era(path: Path) -> Era:
             if not isinstance(case, dict) or "pattern" not in case or not ({"value", "capture"} & set(case)):
                 raise check.fail(f"{prefix}.cases", "tables with `pattern` and `value` or `capture`", case)
             try:
-                compile_statements(case["pattern"])
+                pattern = compile_statements(case["pattern"])
             except TemplateError as exc:
                 raise RuleError(f"{line_of(path, 'pattern')}: `{prefix}.cases[{index}].pattern`: {exc}") from None
+            mentions = case.get("mentions", {})
+            if not isinstance(mentions, dict) or not all(
+                hole in pattern.holes() and isinstance(name, str) for hole, name in mentions.items()
+            ):
+                raise check.fail(f"{prefix}.cases", "`mentions` as a table of the pattern's hole = a name", case)
         facts.append(
             Fact(
                 name=name,

@@ -30,7 +30,8 @@ class Fact:
     """A value read off the file being migrated, usable as a bound ``{hole}`` and in ``when``.
 
     Each case is a statement pattern searched in the role's functions; the first that matches gives the fact's
-    value: its ``value`` if set, else the code captured by the hole named ``capture``."""
+    value: its ``value`` if set, else the code captured by the hole named ``capture``. A case's ``mentions``
+    (hole = name) asks that the code a hole captures reads that name."""
 
     name: str
     role: str
