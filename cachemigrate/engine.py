@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import ast
-import dataclasses
 import time
 from typing import Mapping
 
@@ -32,41 +31,9 @@ from .facts import bound_holes, find_facts, functions_in_scope
 from .imports import IMPORTS_RULE, plan_imports
 from .names import newly_unbound
 from .render import format_statements
+from .results import FileResult, Options
 from .schema import Era, Rule, RuleSet
 from .views import FileViews
-
-
-@dataclasses.dataclass
-class Options:
-    tier: str = "dynamic"
-    line_length: int = 88
-    signature: str = "end"  # "end": new parameters go last; "upstream": where the upstream ports put them
-    deprecation_version: str | None = None  # the version @deprecate_kwarg names (default: the rule's)
-
-
-@dataclasses.dataclass
-class FileResult:
-    path: str
-    original: str
-    migrated: str
-    status: str  # "migrated" | "clean" (nothing legacy) | "failed" (diagnostics, unchanged) | "error" (internal)
-    diagnostics: list[Diagnostic] = dataclasses.field(default_factory=list)
-    applied: dict[str, int] = dataclasses.field(default_factory=dict)
-    seconds: float = 0.0
-
-    @property
-    def changed(self) -> bool:
-        return self.migrated != self.original
-
-    def to_json(self) -> dict:
-        return {
-            "path": self.path,
-            "status": self.status,
-            "changed": self.changed,
-            "applied": self.applied,
-            "seconds": round(self.seconds, 3),
-            "diagnostics": [d.to_json() for d in self.diagnostics],
-        }
 
 
 class RegionViolation(RuntimeError):
