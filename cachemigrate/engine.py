@@ -33,6 +33,8 @@ from .names import newly_unbound
 from .render import format_statements
 from .results import FileResult, Options
 from .schema import Era, Rule, RuleSet
+from .suppressed_edits import NOTHING, leave_out
+from .suppression import skips_file
 from .views import FileViews
 
 
@@ -338,10 +340,14 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
     era = ruleset.era
 
     def done(status: str, migrated: str = code, diags=(), applied=None) -> FileResult:
+        status, diags = suppressed.explain(status, diags)  # `# cachemigrate: skip` on statements
         return FileResult(
             path, code, migrated, status, sorted(diags), dict(applied or {}), time.perf_counter() - started
         )
 
+    suppressed = NOTHING
+    if skips_file(code):  # `# cachemigrate: skip` in the file's header
+        return done("skipped")
     if not _mentions_cache(code, era):
         return done("clean")
     module, error = _parse(code, path)
@@ -369,6 +375,7 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
         )
     rules = ruleset.for_tier(options.tier)
     plan, matched, found = plan_rules(module, before, rules, era, path, options, locate)
+    plan, suppressed = leave_out(module, plan, code, path)
     try:
         new_module = apply_and_prove(module, plan, options)
     except RegionViolation as exc:
