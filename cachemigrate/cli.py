@@ -13,12 +13,18 @@ from pathlib import Path
 import click
 
 from . import __version__
-from .config import Config, ConfigError, find_pyproject, load_config
 from .batch import Batch, migrate_files
-from .engine import Options
-from .rules import TIERS, RuleError, available_eras, era_for_installed, load_ruleset
-from .walk import PatternError, collect, find_root
+from .cache import default_dir
+from .config import Config, ConfigError, find_pyproject, load_config
+from .eras import available_eras, era_for_installed
+from .progress import color_default
+from .results import Options
+from .schema import TIERS, RuleError
+from .walk import PatternError, collect, find_root, is_force_excluded
 from .writing import cannot_write
+
+# Nothing here imports libcst, black or the engine at start-up: a run whose files are all clean or cached
+# never loads them (cachemigrate.runner). The commands that need them import them when they run.
 
 EXIT_OK, EXIT_CHANGES, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 123
 
@@ -51,8 +57,9 @@ def _selection_options(command):
                      "(modeling_tf_*.py, modeling_flax_*.py) and the config's. Repeatable."),
         click.option("--extend-exclude", "extend_exclude", multiple=True, metavar="PATTERN",
                      help="Paths to leave out, added to --exclude. Repeatable."),
-        click.option("--force-exclude", "force_exclude", multiple=True, metavar="PATTERN",
-                     help="Paths to leave out even when named on the command line (pre-commit). Repeatable."),
+        click.option("--force-exclude/--no-force-exclude", "force_exclude", default=None,
+                     help="Apply --exclude/--extend-exclude (and the config's) to files named on the command line "
+                     "too, as pre-commit needs (default: config `force-exclude = true`, else off)."),
     ]  # fmt: skip
     for option in reversed(options):
         command = option(command)
@@ -84,7 +91,7 @@ def _settings(paths, era, tier, rules, line_length) -> tuple[Config, str, str, t
         era or config.era,
         tier or config.tier,
         tuple(Path(r) for r in rules) + config.rules,
-        line_length or config.line_length or 88,
+        line_length or config.line_length or 88,  # None when not given: --line-length is at least 1
     )
 
 
@@ -108,6 +115,8 @@ def _run_verify(
     """Migrate PATHS with the fork's tests as the judge (see :mod:`cachemigrate.verify`); exits."""
     from .verify import VerifyOptions, verify
 
+    from .rules import load_ruleset
+
     config, era, tier, rule_dirs, line_length = _settings(paths, era, tier, rules, line_length)
     era = _resolve_era(era, quiet)
     _check_report(report)
@@ -122,10 +131,31 @@ def _run_verify(
     sys.exit(verify(files, options))
 
 
-@click.group()
+JOBS = click.IntRange(min=1)
+LINE_LENGTH = click.IntRange(min=1)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="cachemigrate")
 def main() -> None:
     """Migrate transformers modeling code from tuple KV caches to the Cache API."""
+
+
+def _output_options(command):
+    """-v, --color, --no-cache, --stdin-filename: how a run shows itself and where its files come from."""
+    options = [
+        click.option("--verbose", "-v", is_flag=True, help="A line for every file (clean ones too): status, how it "
+                     "was answered (engine, prefilter, cache), time."),
+        click.option("--color/--no-color", "color", default=None, help="Colour diffs and statuses (default: when "
+                     "stdout is a terminal and NO_COLOR is not set)."),
+        click.option("--no-cache", is_flag=True, help="Neither read nor write the result cache (default: "
+                     "$CACHEMIGRATE_CACHE_DIR, else ~/.cache/cachemigrate)."),
+        click.option("--stdin-filename", default=None, metavar="PATH", help="With `-` as the path: the name the "
+                     "code on standard input has (for its pyproject.toml, --force-exclude and the diagnostics)."),
+    ]  # fmt: skip
+    for option in reversed(options):
+        command = option(command)
+    return command
 
 
 @main.command()
@@ -135,10 +165,13 @@ def main() -> None:
 @click.option("--diff", "show_diff", is_flag=True, help="Print a unified diff; write nothing.")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if any file would change.")
 @click.option("--rules", "rules", multiple=True, type=click.Path(path_type=Path), help="Extra rule directory.")
-@click.option("--jobs", "-j", type=int, default=None, help="Files migrated in parallel (default: config, or 1).")
-@click.option("--line-length", type=int, default=None, help="Line length for inserted code (default: pyproject).")
+@click.option("--jobs", "-j", type=JOBS, default=None, help="Files migrated in parallel (default: config, or 1).")
+@click.option(
+    "--line-length", type=LINE_LENGTH, default=None, help="Line length for inserted code (default: pyproject)."
+)
 @click.option("--report", type=click.Path(path_type=Path), default=None, help="Write a JSON report here.")
 @click.option("--quiet", "-q", is_flag=True, help="Only diagnostics and errors.")
+@_output_options
 @click.option(
     "--signature",
     type=click.Choice(["end", "upstream"]),
@@ -160,6 +193,10 @@ def migrate(
     line_length,
     report,
     quiet,
+    verbose,
+    color,
+    no_cache,
+    stdin_filename,
     signature,
     deprecation_version,
     verify,
@@ -169,7 +206,15 @@ def migrate(
     timeout,
     **patterns,
 ) -> None:
-    """Migrate PATHS (files, or directories searched for modeling_*.py) in place."""
+    """Migrate PATHS (files, or directories searched for modeling_*.py) in place; `-` reads standard input and
+    writes the result to standard output."""
+    stdin = "-" in [str(p) for p in paths]
+    if stdin and (len(paths) > 1 or verify or report):
+        _fail("`-` (standard input) is the only path when given, and takes neither --verify nor --report")
+    if stdin_filename and not stdin:
+        _fail("--stdin-filename names the code read from `-` (standard input); no `-` was given")
+    if quiet and verbose:
+        _fail("--quiet and --verbose cannot be combined")
     if verify:
         if show_diff or check:
             _fail("--verify writes the files; it cannot be combined with --diff or --check")
@@ -190,17 +235,31 @@ def migrate(
             patterns,
             **engine_options,
         )
-    config, era, tier, rule_dirs, line_length = _settings(paths, era, tier, rules, line_length)
-    era = _resolve_era(era, quiet)
+    where = ([Path(stdin_filename)] if stdin_filename else []) if stdin else list(paths)
+    config, era, tier, rule_dirs, line_length = _settings(where, era, tier, rules, line_length)
+    era = _resolve_era(era, quiet or not verbose and stdin)
     _check_report(report)
-    try:
-        load_ruleset(era, rule_dirs)  # fail early, in this process, on bad rule files
-    except RuleError as exc:
-        _fail(str(exc))
-    files = _collect(paths, config, patterns)
     options = Options(tier=tier, line_length=line_length, signature=signature, deprecation_version=deprecation_version)
-    batch = Batch(era, tier, rule_dirs, options, jobs or config.jobs, show_diff, check, report, quiet)
-    sys.exit(migrate_files(files, batch))
+    batch = Batch(
+        era, tier, rule_dirs, options, jobs or config.jobs, show_diff, check, report, quiet, verbose,
+        color_default() if color is None else color, None if no_cache else default_dir(),
+    )  # fmt: skip
+    try:
+        if stdin:
+            from .stdio import migrate_stdin
+
+            excluded = bool(stdin_filename) and _force_excluded(Path(stdin_filename), config, patterns)
+            sys.exit(migrate_stdin(click.get_binary_stream("stdin").read(), stdin_filename, batch, excluded))
+        sys.exit(migrate_files(_collect(paths, config, patterns), batch))
+    except RuleError as exc:  # a bad rule file, found when the first file needs the engine (nothing written yet)
+        _fail(str(exc))
+
+
+def _force_excluded(path: Path, config: Config, patterns: dict) -> bool:
+    try:
+        return is_force_excluded(path, config.selection(**patterns), find_root([path]))
+    except PatternError as exc:
+        _fail(str(exc))
 
 
 @main.command("verify")
@@ -208,8 +267,10 @@ def migrate(
 @click.option("--era", default=None, help="API era to target (default: from the installed transformers, or config).")
 @click.option("--tier", type=click.Choice(TIERS), default=None, help="How far to migrate (default: dynamic).")
 @click.option("--rules", "rules", multiple=True, type=click.Path(path_type=Path), help="Extra rule directory.")
-@click.option("--jobs", "-j", type=int, default=None, help="Files migrated in parallel (default: config, or 1).")
-@click.option("--line-length", type=int, default=None, help="Line length for inserted code (default: pyproject).")
+@click.option("--jobs", "-j", type=JOBS, default=None, help="Files migrated in parallel (default: config, or 1).")
+@click.option(
+    "--line-length", type=LINE_LENGTH, default=None, help="Line length for inserted code (default: pyproject)."
+)
 @click.option("--report", type=click.Path(path_type=Path), default=None, help="Write a JSON report here.")
 @click.option("--quiet", "-q", is_flag=True, help="Only diagnostics, errors and the verdict.")
 @click.option("--signature", type=click.Choice(["end", "upstream"]), default="end", help="As for migrate.")
@@ -264,6 +325,8 @@ def verify_command(
 @click.option("--tier", type=click.Choice(TIERS), default=None, help="Only the rules a tier applies.")
 def list_rules(era, rules, tier) -> None:
     """List the rules: id, era, tier, name and what each does."""
+    from .rules import load_ruleset
+
     era = _resolve_era(era or "auto", quiet=True)
     try:
         ruleset = load_ruleset(era, tuple(rules))
