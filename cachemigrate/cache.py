@@ -7,7 +7,8 @@ bytes, written atomically, so that runs in parallel (pre-commit starts several) 
 the status, the matches per rule, the diagnostics (without the path, which is the caller's) and, for a file that
 would change, the migrated text.
 
-What is never stored: internal errors, and results that depend on more than the bytes (a read-only file, a failed
+The context also remembers that its rule files were loaded and checked once, so that a later run needs neither
+to load them (nor to import libcst) until a file needs the engine. What is never stored: internal errors, and results that depend on more than the bytes (a read-only file, a failed
 write, an unreadable file). A damaged or foreign entry is a miss.
 
 Where: ``$CACHEMIGRATE_CACHE_DIR``, else ``$XDG_CACHE_HOME/cachemigrate``, else ``~/.cache/cachemigrate``;
@@ -33,6 +34,7 @@ from .results import FileResult, Options
 
 FORMAT = 1  # the entry layout; part of the context
 KEEP_CONTEXTS = 8
+RULES_OK = "rules-loaded"  # a marker: this context's rule files were loaded and checked once
 CACHED_STATUSES = frozenset({"clean", "skipped", "migrated", "failed"})
 NOT_FROM_BYTES = frozenset({"CM905", "CM906"})  # read-only, failed write: about the file, not its bytes
 _PACKAGE = Path(__file__).resolve().parent
@@ -85,6 +87,18 @@ class ResultCache:
         if root is None:
             return None
         return cls(root, context_key(era, rule_dirs, options))
+
+    def rules_checked(self) -> bool:
+        """The rule files of this context loaded without an error once (their bytes are part of the context)."""
+        return (self.folder / RULES_OK).is_file()
+
+    def mark_rules_checked(self) -> None:
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            self._prune()
+            (self.folder / RULES_OK).touch()
+        except OSError:
+            pass
 
     def _entry(self, key: str) -> Path:
         return self.folder / f"{key}.json"

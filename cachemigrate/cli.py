@@ -249,7 +249,7 @@ def migrate(
             from .stdio import migrate_stdin
 
             excluded = bool(stdin_filename) and _force_excluded(Path(stdin_filename), config, patterns)
-            sys.exit(migrate_stdin(click.get_binary_stream("stdin").read(), stdin_filename, batch, excluded))
+            sys.exit(migrate_stdin(sys.stdin.buffer.read(), stdin_filename, batch, excluded))
         sys.exit(migrate_files(_collect(paths, config, patterns), batch))
     except RuleError as exc:  # a bad rule file, found when the first file needs the engine (nothing written yet)
         _fail(str(exc))

@@ -73,7 +73,15 @@ class Reporter:
             except ImportError:  # pragma: no cover - a dependency; without it, plain lines
                 tqdm = None
             if tqdm is not None:
-                self.bar = tqdm(total=total, unit="file", file=sys.stderr, leave=False, dynamic_ncols=True)
+                # a terminal that says it is 0x0 (some ptys) gets $COLUMNS x $LINES, else 80 x 24: tqdm draws
+                # nothing in no room at all
+                sized = _width(sys.stderr) > 0
+                width = None if sized else _number("COLUMNS", 80)
+                height = None if sized else _number("LINES", 24)
+                self.bar = tqdm(
+                    total=total, unit="file", file=sys.stderr, leave=False, dynamic_ncols=sized, ncols=width,
+                    nrows=height,
+                )  # fmt: skip
 
     def style(self, text: str, **style) -> str:
         return click.style(text, **style) if self.color else text
@@ -136,7 +144,7 @@ class Reporter:
         for label, count, status in rows:
             verb = "would migrate" if status == "migrated" and not writes else status
             lines.append(f"  {self.style(label.ljust(width), **STYLES.get(verb, {}))}  {count:>5}")
-        how = ", ".join(f"{n} {ANSWERED[what]}" for what, n in answered.items() if n and what in ANSWERED)
+        how = ", ".join(f"{answered[what]} {label}" for what, label in ANSWERED.items() if answered.get(what))
         if how:
             lines.append(f"  answered: {how}")
         click.echo("\n".join(lines), err=True, color=self.color)
@@ -144,3 +152,15 @@ class Reporter:
 
 def _is_terminal(stream: IO) -> bool:
     return bool(getattr(stream, "isatty", lambda: False)())
+
+
+def _width(stream: IO) -> int:
+    try:
+        return os.get_terminal_size(stream.fileno()).columns
+    except (OSError, ValueError, AttributeError):
+        return 0
+
+
+def _number(variable: str, default: int) -> int:
+    value = os.environ.get(variable, "")
+    return int(value) if value.isdigit() and int(value) > 0 else default

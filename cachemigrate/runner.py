@@ -4,8 +4,9 @@ Each file is first *triaged* in the main process, cheaply and without libcst: it
 in the result cache (:mod:`cachemigrate.cache`), decoded, checked for ``# cachemigrate: skip`` in its header
 (:mod:`cachemigrate.suppression`) and put to the prefilter (:mod:`cachemigrate.prefilter`). Only a file none of
 these can answer goes to the engine, inline (``jobs`` 1) or in a pool of worker processes, started on the first
-such file. So a run where every file is clean or cached never imports libcst, and the rule set is loaded (and
-checked: a bad rule file is a :class:`~cachemigrate.schema.RuleError` here, before any engine work) only then.
+such file. The rule set is loaded first of all (a bad rule file is a :class:`~cachemigrate.schema.RuleError`
+before any file is answered), unless the cache knows that these very rule files load: then only when a file needs
+the engine. So a run where every file is clean or cached does not import libcst.
 """
 
 from __future__ import annotations
@@ -200,6 +201,7 @@ def run(
     paths = [str(p) for p in paths]
     triage = Triage(era, cache)
     engine = _Engine(era, tuple(rule_dirs), options, jobs, len(paths), triage)
+    engine.check_rules()
     try:
         for path in paths:
             data = read(path)
@@ -231,6 +233,21 @@ class _Engine:
         self.pending: dict[Future, tuple[str, bytes]] = {}
         self.loaded = False
 
+    def check_rules(self) -> None:
+        """Load the rule set now (a bad rule file raises RuleError before any file is answered), unless the cache
+        knows these rule files load: then only when the first file needs the engine."""
+        cache = self.triage.cache
+        if cache is not None and cache.rules_checked():
+            return
+        self._load()
+        if cache is not None:
+            cache.mark_rules_checked()
+
+    def _load(self) -> None:
+        if not self.loaded:
+            _load(self.era, self.rule_dirs)
+            self.loaded = True
+
     def _finish(self, path: str, data: bytes, compute: Callable[[], Result]) -> Result | Failure:
         try:
             result = compute()
@@ -240,9 +257,7 @@ class _Engine:
         return result
 
     def submit(self, path: str, data: bytes) -> Iterator[Result | Failure]:
-        if not self.loaded:  # in this process first: a bad rule file stops the run here
-            _load(self.era, self.rule_dirs)
-            self.loaded = True
+        self._load()  # in this process first (a forked pool inherits it)
         if self.jobs <= 1 or self.total <= 1:
             yield self._finish(path, data, lambda: _migrate(path, data, self.options))
             return
@@ -277,7 +292,7 @@ def migrate_one(path: str, data: bytes, era: str, rule_dirs: tuple[Path, ...], o
                 cache: ResultCache | None = None) -> Result | Failure:  # fmt: skip
     """One file's bytes (standard input), in this process: triaged, else migrated by the engine."""
     triage = Triage(era, cache)
+    engine = _Engine(era, tuple(rule_dirs), options, 1, 1, triage)
+    engine.check_rules()
     result = triage.answer(path, data)
-    if result is not None:
-        return result
-    return next(_Engine(era, tuple(rule_dirs), options, 1, 1, triage).submit(path, data))
+    return result if result is not None else next(engine.submit(path, data))

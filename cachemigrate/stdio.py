@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from .batch import EXIT_CHANGES, EXIT_INTERNAL, EXIT_OK, Batch, verb_of
@@ -20,7 +22,7 @@ from .runner import Failure, migrate_one
 
 def migrate_stdin(data: bytes, name: str | None, batch: Batch, excluded: bool) -> int:
     path = name or "-"
-    stdout = click.get_binary_stream("stdout")
+    stdout = sys.stdout.buffer
     if excluded:
         if batch.writes:
             stdout.write(data)
