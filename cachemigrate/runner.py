@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import signal
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
@@ -28,6 +27,8 @@ from .source import Codec, decode
 from .suppression import skips_file
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future, ProcessPoolExecutor
+
     from .schema import RuleSet
 
 # how a result was reached, for -v
@@ -170,7 +171,7 @@ class Failure:
     error: str
 
 
-def _stop(pool: ProcessPoolExecutor) -> None:
+def _stop(pool: "ProcessPoolExecutor") -> None:
     """Cancel what has not started and end the workers now (SIGTERM, then SIGKILL): no orphan outlives the run."""
     processes = list((getattr(pool, "_processes", None) or {}).values())
     pool.shutdown(wait=False, cancel_futures=True)
@@ -229,8 +230,8 @@ class _Engine:
     def __init__(self, era, rule_dirs, options, jobs, total, triage: Triage) -> None:
         self.era, self.rule_dirs, self.options, self.jobs, self.total = era, rule_dirs, options, jobs, total
         self.triage = triage
-        self.pool: ProcessPoolExecutor | None = None
-        self.pending: dict[Future, tuple[str, bytes]] = {}
+        self.pool: "ProcessPoolExecutor | None" = None
+        self.pending: "dict[Future, tuple[str, bytes]]" = {}
         self.loaded = False
 
     def check_rules(self) -> None:
@@ -262,6 +263,8 @@ class _Engine:
             yield self._finish(path, data, lambda: _migrate(path, data, self.options))
             return
         if self.pool is None:
+            from concurrent.futures import ProcessPoolExecutor  # only a run that needs one pays for its import
+
             self.pool = ProcessPoolExecutor(
                 max_workers=self.jobs, initializer=_init_worker, initargs=(self.era, self.rule_dirs, True)
             )
@@ -270,6 +273,8 @@ class _Engine:
         self.pending[self.pool.submit(_migrate, path, data, self.options)] = (path, data)
 
     def _completed(self) -> Iterator[Result | Failure]:
+        from concurrent.futures import FIRST_COMPLETED, wait
+
         done, _ = wait(self.pending, return_when=FIRST_COMPLETED)
         for future in done:
             path, data = self.pending.pop(future)
