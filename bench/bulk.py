@@ -123,7 +123,9 @@ def main(argv: list[str] | None = None) -> int:
         scratch = Path(scratch)
         if not args.skip_trees:
             floor = round_trip(files)
-            rows.append((f"(a) parse_module(...).code of {len(files)} files, 1 process", f"{floor:.1f} CPU-s", "1.00x"))
+            rows.append(
+                (f"(a) parse_module(...).code of {len(files)} files, 1 process", f"{floor:.1f} CPU-s", "1.00x")
+            )
             j1 = child([*check, "-j", "1", str(models)], scratch / "j1")
             j2 = child([*check, "-j", "2", str(models)], scratch / "j2")
             warm = child([*check, "-j", "1", str(models)], scratch / "j1")

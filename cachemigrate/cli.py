@@ -15,147 +15,53 @@ import click
 from . import __version__
 from .batch import Batch, migrate_files
 from .cache import default_dir
-from .config import Config, ConfigError, find_pyproject, load_config
-from .eras import available_eras, era_for_installed
+from .options import (
+    EXIT_INTERNAL,
+    JOBS,
+    LINE_LENGTH,
+    check_report,
+    collect_files,
+    fail,
+    force_excluded,
+    output_options,
+    resolve_era,
+    selection_options,
+    settings,
+    verify_options,
+)
 from .progress import color_default
 from .results import Options
 from .schema import TIERS, RuleError
-from .walk import PatternError, collect, find_root, is_force_excluded
-from .writing import cannot_write
 
 # Nothing here imports libcst, black or the engine at start-up: a run whose files are all clean or cached
 # never loads them (cachemigrate.runner). The commands that need them import them when they run.
-
-EXIT_OK, EXIT_CHANGES, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 123
-
-
-def _fail(message: str, code: int = EXIT_USAGE) -> None:
-    click.echo(f"error: {message}", err=True)
-    sys.exit(code)
-
-
-def _resolve_era(requested: str, quiet: bool) -> str:
-    if requested != "auto":
-        if requested not in available_eras():
-            _fail(f"unknown era {requested!r}: known eras are {', '.join(available_eras())} (or auto)")
-        return requested
-    era, version = era_for_installed()
-    if not quiet:
-        installed = f"transformers {version} is installed" if version else "transformers is not installed"
-        click.echo(f"era {era} ({installed})", err=True)
-    return era
-
-
-def _selection_options(command):
-    """--include/--exclude/--extend-exclude/--force-exclude: gitignore-style patterns, repeatable."""
-    options = [
-        click.option("--include", "include", multiple=True, metavar="PATTERN",
-                     help="Gitignore-style pattern of the files to take in directories (default: config, or "
-                     "modeling_*.py). Repeatable."),
-        click.option("--exclude", "exclude", multiple=True, metavar="PATTERN",
-                     help="Paths to leave out of directory walks; replaces the default "
-                     "(modeling_tf_*.py, modeling_flax_*.py) and the config's. Repeatable."),
-        click.option("--extend-exclude", "extend_exclude", multiple=True, metavar="PATTERN",
-                     help="Paths to leave out, added to --exclude. Repeatable."),
-        click.option("--force-exclude/--no-force-exclude", "force_exclude", default=None,
-                     help="Apply --exclude/--extend-exclude (and the config's) to files named on the command line "
-                     "too, as pre-commit needs (default: config `force-exclude = true`, else off)."),
-    ]  # fmt: skip
-    for option in reversed(options):
-        command = option(command)
-    return command
-
-
-def _collect(paths, config: Config, patterns: dict) -> list[Path]:
-    """The files to migrate (see :mod:`cachemigrate.walk`); exits 2 on a missing path or a bad pattern."""
-    try:
-        return collect(list(paths), config.selection(**patterns), find_root(list(paths)))
-    except (FileNotFoundError, PatternError) as exc:
-        _fail(str(exc))
-
-
-def _check_report(report: Path | None) -> None:
-    """Exit 2 before anything is migrated or written if the report could not be written at the end."""
-    problem = report and cannot_write(report)
-    if problem:
-        _fail(f"--report {problem}")
-
-
-def _settings(paths, era, tier, rules, line_length) -> tuple[Config, str, str, tuple[Path, ...], int]:
-    try:
-        config = load_config(find_pyproject([Path(p) for p in paths]))
-    except ConfigError as exc:
-        _fail(str(exc))
-    return (
-        config,
-        era or config.era,
-        tier or config.tier,
-        tuple(Path(r) for r in rules) + config.rules,
-        line_length or config.line_length or 88,  # None when not given: --line-length is at least 1
-    )
-
-
-def _verify_options(command):
-    """The options that ``verify`` and ``migrate --verify`` share."""
-    options = [
-        click.option("--tests", "tests", default=None, help="Test command (default: python -m pytest tests, in the "
-                     "fork root: the nearest folder above the files with tests/ or pyproject.toml)."),
-        click.option("--probe", is_flag=True, help="Also run the equivalence probe on each migrated modeling file."),
-        click.option("--keep", is_flag=True, help="Keep the migrated files even when a test regresses."),
-        click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds allowed per test run."),
-    ]  # fmt: skip
-    for option in reversed(options):
-        command = option(command)
-    return command
 
 
 def _run_verify(
     paths, era, tier, rules, jobs, line_length, report, quiet, tests, probe, keep, timeout, patterns, **engine_options
 ) -> None:
     """Migrate PATHS with the fork's tests as the judge (see :mod:`cachemigrate.verify`); exits."""
+    from .rules import load_ruleset
     from .verify import VerifyOptions, verify
 
-    from .rules import load_ruleset
-
-    config, era, tier, rule_dirs, line_length = _settings(paths, era, tier, rules, line_length)
-    era = _resolve_era(era, quiet)
-    _check_report(report)
+    config, era, tier, rule_dirs, line_length = settings(paths, era, tier, rules, line_length)
+    era = resolve_era(era, quiet)
+    check_report(report)
     try:
         load_ruleset(era, rule_dirs)
     except RuleError as exc:
-        _fail(str(exc))
-    files = _collect(paths, config, patterns)
+        fail(str(exc))
+    files = collect_files(paths, config, patterns)
     engine = Options(tier=tier, line_length=line_length, **engine_options)  # the same engine options as migrate
     jobs = jobs or config.jobs
     options = VerifyOptions(era, tier, rule_dirs, engine, jobs, tests, probe, keep, timeout, report, quiet)
     sys.exit(verify(files, options))
 
 
-JOBS = click.IntRange(min=1)
-LINE_LENGTH = click.IntRange(min=1)
-
-
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="cachemigrate")
 def main() -> None:
     """Migrate transformers modeling code from tuple KV caches to the Cache API."""
-
-
-def _output_options(command):
-    """-v, --color, --no-cache, --stdin-filename: how a run shows itself and where its files come from."""
-    options = [
-        click.option("--verbose", "-v", is_flag=True, help="A line for every file (clean ones too): status, how it "
-                     "was answered (engine, prefilter, cache), time."),
-        click.option("--color/--no-color", "color", default=None, help="Colour diffs and statuses (default: when "
-                     "stdout is a terminal and NO_COLOR is not set)."),
-        click.option("--no-cache", is_flag=True, help="Neither read nor write the result cache (default: "
-                     "$CACHEMIGRATE_CACHE_DIR, else ~/.cache/cachemigrate)."),
-        click.option("--stdin-filename", default=None, metavar="PATH", help="With `-` as the path: the name the "
-                     "code on standard input has (for its pyproject.toml, --force-exclude and the diagnostics)."),
-    ]  # fmt: skip
-    for option in reversed(options):
-        command = option(command)
-    return command
 
 
 @main.command()
@@ -171,7 +77,7 @@ def _output_options(command):
 )
 @click.option("--report", type=click.Path(path_type=Path), default=None, help="Write a JSON report here.")
 @click.option("--quiet", "-q", is_flag=True, help="Only diagnostics and errors.")
-@_output_options
+@output_options
 @click.option(
     "--signature",
     type=click.Choice(["end", "upstream"]),
@@ -180,8 +86,8 @@ def _output_options(command):
 )
 @click.option("--deprecation-version", default=None, help="The version @deprecate_kwarg names (upstream tier).")
 @click.option("--verify", "verify", is_flag=True, help="Run the fork's tests before and after; undo on a regression.")
-@_verify_options
-@_selection_options
+@verify_options
+@selection_options
 def migrate(
     paths,
     era,
@@ -210,14 +116,14 @@ def migrate(
     writes the result to standard output."""
     stdin = "-" in [str(p) for p in paths]
     if stdin and (len(paths) > 1 or verify or report):
-        _fail("`-` (standard input) is the only path when given, and takes neither --verify nor --report")
+        fail("`-` (standard input) is the only path when given, and takes neither --verify nor --report")
     if stdin_filename and not stdin:
-        _fail("--stdin-filename names the code read from `-` (standard input); no `-` was given")
+        fail("--stdin-filename names the code read from `-` (standard input); no `-` was given")
     if quiet and verbose:
-        _fail("--quiet and --verbose cannot be combined")
+        fail("--quiet and --verbose cannot be combined")
     if verify:
         if show_diff or check:
-            _fail("--verify writes the files; it cannot be combined with --diff or --check")
+            fail("--verify writes the files; it cannot be combined with --diff or --check")
         engine_options = dict(signature=signature, deprecation_version=deprecation_version)
         _run_verify(
             paths,
@@ -236,9 +142,9 @@ def migrate(
             **engine_options,
         )
     where = ([Path(stdin_filename)] if stdin_filename else []) if stdin else list(paths)
-    config, era, tier, rule_dirs, line_length = _settings(where, era, tier, rules, line_length)
-    era = _resolve_era(era, quiet or not verbose and stdin)
-    _check_report(report)
+    config, era, tier, rule_dirs, line_length = settings(where, era, tier, rules, line_length)
+    era = resolve_era(era, quiet or not verbose and stdin)
+    check_report(report)
     options = Options(tier=tier, line_length=line_length, signature=signature, deprecation_version=deprecation_version)
     batch = Batch(
         era, tier, rule_dirs, options, jobs or config.jobs, show_diff, check, report, quiet, verbose,
@@ -248,18 +154,11 @@ def migrate(
         if stdin:
             from .stdio import migrate_stdin
 
-            excluded = bool(stdin_filename) and _force_excluded(Path(stdin_filename), config, patterns)
+            excluded = bool(stdin_filename) and force_excluded(Path(stdin_filename), config, patterns)
             sys.exit(migrate_stdin(sys.stdin.buffer.read(), stdin_filename, batch, excluded))
-        sys.exit(migrate_files(_collect(paths, config, patterns), batch))
+        sys.exit(migrate_files(collect_files(paths, config, patterns), batch))
     except RuleError as exc:  # a bad rule file, found when the first file needs the engine (nothing written yet)
-        _fail(str(exc))
-
-
-def _force_excluded(path: Path, config: Config, patterns: dict) -> bool:
-    try:
-        return is_force_excluded(path, config.selection(**patterns), find_root([path]))
-    except PatternError as exc:
-        _fail(str(exc))
+        fail(str(exc))
 
 
 @main.command("verify")
@@ -275,8 +174,8 @@ def _force_excluded(path: Path, config: Config, patterns: dict) -> bool:
 @click.option("--quiet", "-q", is_flag=True, help="Only diagnostics, errors and the verdict.")
 @click.option("--signature", type=click.Choice(["end", "upstream"]), default="end", help="As for migrate.")
 @click.option("--deprecation-version", default=None, help="As for migrate.")
-@_verify_options
-@_selection_options
+@verify_options
+@selection_options
 def verify_command(
     paths,
     era,
@@ -327,11 +226,11 @@ def list_rules(era, rules, tier) -> None:
     """List the rules: id, era, tier, name and what each does."""
     from .rules import load_ruleset
 
-    era = _resolve_era(era or "auto", quiet=True)
+    era = resolve_era(era or "auto", quiet=True)
     try:
         ruleset = load_ruleset(era, tuple(rules))
     except RuleError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     chosen = ruleset.for_tier(tier) if tier else ruleset.rules
     for rule in chosen:
         click.echo(f"{rule.id}  {rule.era}  {rule.tier:<8}  {rule.name:<32}  {rule.description}")
@@ -361,7 +260,7 @@ def probe(original, migrated, checks, static, seed, package) -> None:
 
     unknown = [c for c in checks if c not in CHECK_NAMES]
     if unknown:
-        _fail(f"unknown check(s) {', '.join(unknown)}: expected some of {', '.join(CHECK_NAMES)}")
+        fail(f"unknown check(s) {', '.join(unknown)}: expected some of {', '.join(CHECK_NAMES)}")
     start = time.perf_counter()
     results = run_probe(original, migrated, checks=list(checks) or None, static=static, seed=seed, package=package)
     seconds = time.perf_counter() - start

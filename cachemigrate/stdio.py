@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import sys
 
-import click
-
 from .batch import EXIT_CHANGES, EXIT_INTERNAL, EXIT_OK, Batch, verb_of
 from .progress import Reporter
 from .render import unified_diff
