@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import ast
-import dataclasses
 import time
 from typing import Mapping
 
@@ -33,41 +32,11 @@ from .imports import IMPORTS_RULE, plan_imports
 from .names import newly_unbound
 from .patterns import holes
 from .render import format_statements
+from .results import FileResult, Options
 from .schema import Era, Rule, RuleSet
+from .suppressed_edits import NOTHING, leave_out
+from .suppression import skips_file
 from .views import FileViews
-
-
-@dataclasses.dataclass
-class Options:
-    tier: str = "dynamic"
-    line_length: int = 88
-    signature: str = "end"  # "end": new parameters go last; "upstream": where the upstream ports put them
-    deprecation_version: str | None = None  # the version @deprecate_kwarg names (default: the rule's)
-
-
-@dataclasses.dataclass
-class FileResult:
-    path: str
-    original: str
-    migrated: str
-    status: str  # "migrated" | "clean" (nothing legacy) | "failed" (diagnostics, unchanged) | "error" (internal)
-    diagnostics: list[Diagnostic] = dataclasses.field(default_factory=list)
-    applied: dict[str, int] = dataclasses.field(default_factory=dict)
-    seconds: float = 0.0
-
-    @property
-    def changed(self) -> bool:
-        return self.migrated != self.original
-
-    def to_json(self) -> dict:
-        return {
-            "path": self.path,
-            "status": self.status,
-            "changed": self.changed,
-            "applied": self.applied,
-            "seconds": round(self.seconds, 3),
-            "diagnostics": [d.to_json() for d in self.diagnostics],
-        }
 
 
 class RegionViolation(RuntimeError):
@@ -400,10 +369,14 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
     era = ruleset.era
 
     def done(status: str, migrated: str = code, diags=(), applied=None) -> FileResult:
+        status, diags = suppressed.explain(status, diags)  # `# cachemigrate: skip` on statements
         return FileResult(
             path, code, migrated, status, sorted(diags), dict(applied or {}), time.perf_counter() - started
         )
 
+    suppressed = NOTHING
+    if skips_file(code):  # `# cachemigrate: skip` in the file's header
+        return done("skipped")
     if not _mentions_cache(code, era):
         return done("clean")
     module, error = _parse(code, path)
@@ -431,6 +404,7 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
         )
     rules = ruleset.for_tier(options.tier)
     plan, matched, found = plan_rules(module, before, rules, era, path, options, locate)
+    plan, suppressed = leave_out(module, plan, code, path)
     try:
         new_module = apply_and_prove(module, plan, options)
     except RegionViolation as exc:

@@ -13,13 +13,11 @@ import re
 from pathlib import Path
 
 from .actions import ACTIONS
+from .eras import BUILTIN_RULES, available_eras, era_for_installed, in_range  # noqa: F401 (re-exported)
 from .patterns import TemplateError, compile_statements
 from .schema import ROLES, TIERS, Checker, Era, Fact, Rule, RuleError, RuleSet, bound_names, line_of, read_toml
 
 _Checker = Checker  # the name the tests and user tooling knew
-# installed (a wheel): cachemigrate/builtin_rules/; a checkout or an editable install: rules/ beside the package
-_PACKAGED_RULES = Path(__file__).resolve().parent / "builtin_rules"
-BUILTIN_RULES = _PACKAGED_RULES if _PACKAGED_RULES.is_dir() else Path(__file__).resolve().parent.parent / "rules"
 _ID = re.compile(r"^[A-Z]{2,4}\d{3}$")
 
 __all__ = ["ROLES", "TIERS", "Era", "Fact", "Rule", "RuleError", "RuleSet", "load_ruleset", "available_eras"]
@@ -139,46 +137,3 @@ def load_ruleset(era: str, extra_dirs: tuple[Path, ...] = (), root: Path = BUILT
                 raise RuleError(f"{path}: key `id`: {rule.id} is also used by {by_id[rule.id].path}")
             by_id[rule.id] = rule
     return RuleSet(era_info, tuple(sorted(by_id.values(), key=lambda r: (r.order, r.id))))
-
-
-def available_eras(root: Path = BUILTIN_RULES) -> list[str]:
-    if not root.is_dir():
-        return []
-    return sorted(p.name for p in root.iterdir() if (p / "era.toml").is_file())
-
-
-def _version_tuple(text: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in re.findall(r"\d+", text)[:3])
-
-
-def in_range(version: str, spec: str) -> bool:
-    """``">=4.42,<4.54"`` style ranges (only >=, >, <, <=, ==)."""
-    current = _version_tuple(version)
-    for clause in filter(None, (c.strip() for c in spec.split(","))):
-        op, bound = re.match(r"(>=|<=|==|>|<)\s*(.+)", clause).groups()
-        other = _version_tuple(bound)
-        width = max(len(current), len(other))
-        a = current + (0,) * (width - len(current))
-        b = other + (0,) * (width - len(other))
-        ok = {">=": a >= b, "<=": a <= b, "==": a == b, ">": a > b, "<": a < b}[op]
-        if not ok:
-            return False
-    return True
-
-
-def era_for_installed(root: Path = BUILTIN_RULES) -> tuple[str, str | None]:
-    """The era whose runtime range holds the installed transformers (read from package metadata, never
-    imported), else the newest era. Returns (era, installed version or None)."""
-    from importlib import metadata
-
-    eras = available_eras(root)
-    if not eras:
-        raise RuleError(f"no rule sets found under {root}")
-    try:
-        version = metadata.version("transformers")
-    except metadata.PackageNotFoundError:
-        return eras[-1], None
-    for era in eras:
-        if in_range(version, load_era(root / era / "era.toml").runtime):
-            return era, version
-    return eras[-1], version
