@@ -31,8 +31,10 @@ from .edits import Plan
 from .facts import bound_holes, find_facts, functions_in_scope
 from .imports import IMPORTS_RULE, plan_imports
 from .names import newly_unbound
+from .removed import removed_uses
 from .render import format_statements
 from .schema import Era, Rule, RuleSet
+from .vendor import plan_helpers
 from .views import FileViews
 
 
@@ -193,6 +195,8 @@ def plan_rules(
         plan.extend(action.edits)
         found.extend(action.ctx.diagnostics)
     plan.extend(plan_imports(module, era, imports))
+    helpers = [(entry, action.rule.path) for action in actions for entry in action.helpers_needed()]
+    plan.extend(plan_helpers(module, helpers, lambda code: format_statements(code, 0, options.line_length)))
     return plan, matched, found
 
 
@@ -427,6 +431,7 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
         )
         return done("error", diags=[Diagnostic(path, line, column, codes.REGION_VIOLATION, message)])
     found.extend(_leftover_diagnostics(before, new_module, edited, era, path, locate))
+    found.extend(removed_uses(module, new_module, era, path, locate))
     applied = {rule: count for rule, count in matched.items()}
     if found:
         return done("failed", diags=found, applied=applied)
