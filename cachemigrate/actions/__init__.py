@@ -10,10 +10,12 @@ from .drop_import import DropImport
 from .insert_statements import InsertStatements
 from .pass_argument import PassArgument
 from .rename_parameter import RenameParameter
+from .replace_class_statements import ReplaceClassStatements
 from .replace_expression import ReplaceExpression
 from .replace_statements import ReplaceStatements
 from .set_class_attribute import SetClassAttribute
 from .thread_layer_idx import ThreadLayerIdx
+from .tie_weights_mapping import TieWeightsMapping
 
 ACTIONS: dict[str, type[Action]] = {
     cls.name: cls
@@ -29,6 +31,8 @@ ACTIONS: dict[str, type[Action]] = {
         RenameParameter,
         AddBaseClass,
         DropImport,
+        ReplaceClassStatements,
+        TieWeightsMapping,
     )
 }
 
