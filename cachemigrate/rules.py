@@ -258,21 +258,31 @@ def in_range(version: str, spec: str) -> bool:
     return True
 
 
-def era_for_installed(root: Path = BUILTIN_RULES) -> tuple[str, str | None]:
-    """The era whose runtime range holds the installed transformers (read from package metadata, never
-    imported), else the newest era. Returns (era, installed version or None)."""
-    from importlib import metadata
-
-    # a portable target (`auto = false`) is only ever chosen by name
-    eras = sorted((e for e in available_eras(root) if read_toml(root / e / "era.toml").get("auto", True)), key=_version_tuple)
+def era_for_version(version: str | None, root: Path = BUILTIN_RULES) -> str:
+    """The era whose runtime range holds transformers ``version``; for a version outside every range, the newest
+    era whose range starts below it, else the oldest; the newest for None. A portable target (``auto = false``)
+    is only ever chosen by name."""
+    tables = {era: read_toml(root / era / "era.toml") for era in available_eras(root)}
+    eras = sorted((e for e, t in tables.items() if t.get("auto", True) is not False), key=_version_tuple)
     if not eras:
         raise RuleError(f"no rule sets found under {root}")
+    if not version:
+        return eras[-1]
+    runtimes = {era: tables[era].get("runtime") if isinstance(tables[era].get("runtime"), str) else "" for era in eras}
+    for era in eras:
+        if runtimes[era] and in_range(version, runtimes[era]):
+            return era
+    below = [era for era in eras if in_range(version, ",".join(c for c in runtimes[era].split(",") if ">" in c))]
+    return below[-1] if below else eras[0]
+
+
+def era_for_installed(root: Path = BUILTIN_RULES) -> tuple[str, str | None]:
+    """The era for the installed transformers (read from package metadata, never imported): see
+    :func:`era_for_version`. Returns (era, installed version or None)."""
+    from importlib import metadata
+
     try:
         version = metadata.version("transformers")
     except metadata.PackageNotFoundError:
-        return eras[-1], None
-    for era in eras:
-        runtime = read_toml(root / era / "era.toml").get("runtime")
-        if isinstance(runtime, str) and in_range(version, runtime):
-            return era, version
-    return eras[-1], version
+        version = None
+    return era_for_version(version, root), version
