@@ -301,9 +301,27 @@ def _functions_of(module: cst.Module, tops: set[str]) -> dict[str, cst.FunctionD
     return found
 
 
-def _unbound_names(original: cst.Module, migrated: cst.Module, edited: set[str]) -> tuple[str, set[str]] | None:
+def _edited_functions(plan: Plan) -> set[str]:
+    """Qualified names of the functions and methods that hold an edit (or whose header an edit changed)."""
+    names = set()
+    for edit in plan:
+        chain = [*edit.path, getattr(edit, "node", None)]
+        owner = None
+        for node in chain:
+            if isinstance(node, cst.ClassDef) and owner is None:
+                owner = node.name.value
+            elif isinstance(node, cst.FunctionDef):
+                names.add(f"{owner}.{node.name.value}" if owner else node.name.value)
+                break
+    return names
+
+
+def _unbound_names(
+    original: cst.Module, migrated: cst.Module, edited: set[str], functions: set[str]
+) -> tuple[str, set[str]] | None:
     """The first edited function that reads a name nothing binds any more (see :mod:`cachemigrate.names`)."""
     before, after = _functions_of(original, edited), _functions_of(migrated, edited)
+    after = {name: node for name, node in after.items() if name in functions}
     globals_before, globals_after = module_globals(original), module_globals(migrated)
     for qualname, function in after.items():
         if qualname in before:
@@ -314,23 +332,25 @@ def _unbound_names(original: cst.Module, migrated: cst.Module, edited: set[str])
 
 
 def _leftover_diagnostics(
-    before: ModuleInfo, new_module: cst.Module, edited: set[str], era: Era, path: str, locate: Locator
+    before: ModuleInfo,
+    new_module: cst.Module,
+    edited: set[str],
+    functions: set[str],
+    era: Era,
+    path: str,
+    locate: Locator,
 ) -> list[Diagnostic]:
-    """Legacy uses still present after the rules ran, located in the original file. Only the edited top-level
-    classes and functions are analysed again; the others keep the uses found before."""
+    """Legacy uses still present after the rules ran, located in the original file. Only the edited functions
+    are analysed again; the others keep the uses found before."""
     changed = [s for s in new_module.body if isinstance(s, (cst.ClassDef, cst.FunctionDef)) and s.name.value in edited]
-    after = analyze(cst.Module(body=changed), era.cache_names)
-    kept = [
-        use
-        for fn in before.functions.values()
-        if fn.qualname not in after.functions and (fn.cls or fn.qualname) not in edited
-        for use in fn.legacy()
-    ]
+    after = analyze(cst.Module(body=changed), era.cache_names, only=functions)
+    reanalysed = {q for q in after.functions if q in functions}
+    kept = [use for fn in before.functions.values() if fn.qualname not in reanalysed for use in fn.legacy()]
     originals: dict[tuple, list] = {}
     for use in before.legacy_uses():
         originals.setdefault((use.function, use.statement, use.idiom), []).append(use)
     result = []
-    for use in [*kept, *after.legacy_uses()]:
+    for use in [*kept, *(u for q in reanalysed for u in after.functions[q].legacy())]:
         matches = originals.get((use.function, use.statement, use.idiom))
         if matches:
             line, column = locate(matches.pop(0).node)
@@ -420,7 +440,8 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
         message = f"internal error: the rewritten code does not parse ({exc.msg}); the file was left unchanged"
         return done("error", diags=[Diagnostic(path, 1, 1, codes.REGION_VIOLATION, message)])
     edited = _edited_tops(module, plan)
-    unbound = _unbound_names(module, new_module, edited)
+    functions = _edited_functions(plan)
+    unbound = _unbound_names(module, new_module, edited, functions)
     if unbound:
         function, names = unbound
         line, column = locate(before.functions[function].node) if function in before.functions else (1, 1)
@@ -430,7 +451,7 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
             "report it with this file"
         )
         return done("error", diags=[Diagnostic(path, line, column, codes.REGION_VIOLATION, message)])
-    found.extend(_leftover_diagnostics(before, new_module, edited, era, path, locate))
+    found.extend(_leftover_diagnostics(before, new_module, edited, functions, era, path, locate))
     found.extend(removed_uses(module, new_module, era, path, locate))
     applied = {rule: count for rule, count in matched.items()}
     if found:
