@@ -249,8 +249,26 @@ def list_rules(era, rules, tier) -> None:
     help="Import files with relative imports inside PACKAGE, e.g. transformers.models.gpt2 "
     "(default: guessed from whichever file is named modeling_<name>.py).",
 )
-def probe(original, migrated, checks, static, seed, package) -> None:
+@click.option(
+    "--original-python",
+    default=None,
+    metavar="PYTHON",
+    help="Cross-version probe: run ORIGINAL with this interpreter (a venv where it worked, e.g. transformers 4.51.3).",
+)
+@click.option(
+    "--migrated-python",
+    default=None,
+    metavar="PYTHON",
+    help="Cross-version probe: run MIGRATED with this interpreter (the target runtime, e.g. transformers 5.x).",
+)
+@click.option("--rtol", type=float, default=None, help="Cross-version probe: relative tolerance (default 1e-5).")
+@click.option("--atol", type=float, default=None, help="Cross-version probe: absolute tolerance (default 1e-5).")
+def probe(original, migrated, checks, static, seed, package, original_python, migrated_python, rtol, atol) -> None:
     """Compare ORIGINAL and MIGRATED on a tiny random model with shared weights.
+
+    With --original-python and/or --migrated-python (the other one defaults to this interpreter), each file runs
+    in its own runtime with the same state_dict and inputs: logits and cached tensors are compared within a
+    tolerance (it is printed), tokens exactly.
 
     Exit 0: every check passed or was skipped. 1: a check diverged (a difference, or an error of the migrated
     file only). 2: the probe could not be set up, or checks could not run on the original (set-up errors only).
@@ -258,11 +276,32 @@ def probe(original, migrated, checks, static, seed, package) -> None:
     from .probe import CHECK_NAMES, exit_status, format_table, run_probe, summary_line
     from .probe.report import DIVERGED, SETUP_ERROR, is_setup_failure
 
-    unknown = [c for c in checks if c not in CHECK_NAMES]
-    if unknown:
-        fail(f"unknown check(s) {', '.join(unknown)}: expected some of {', '.join(CHECK_NAMES)}")
     start = time.perf_counter()
-    results = run_probe(original, migrated, checks=list(checks) or None, static=static, seed=seed, package=package)
+    if original_python or migrated_python:
+        from .probe.cross import DEFAULT_ATOL, DEFAULT_RTOL, run_cross_probe
+
+        if checks or static is not None:
+            fail("--check and --static do not apply to the cross-version probe (it runs all its checks)")
+        report = run_cross_probe(
+            original,
+            migrated,
+            original_python=original_python,
+            migrated_python=migrated_python,
+            package=package,
+            seed=seed,
+            rtol=DEFAULT_RTOL if rtol is None else rtol,
+            atol=DEFAULT_ATOL if atol is None else atol,
+        )
+        results = report.results
+        if not is_setup_failure(results):
+            click.echo(report.header())
+    else:
+        if rtol is not None or atol is not None:
+            fail("--rtol and --atol apply to the cross-version probe (--original-python / --migrated-python)")
+        unknown = [c for c in checks if c not in CHECK_NAMES]
+        if unknown:
+            fail(f"unknown check(s) {', '.join(unknown)}: expected some of {', '.join(CHECK_NAMES)}")
+        results = run_probe(original, migrated, checks=list(checks) or None, static=static, seed=seed, package=package)
     seconds = time.perf_counter() - start
     if is_setup_failure(results):
         click.echo(f"error: probe set-up: {results[0].detail}", err=True)

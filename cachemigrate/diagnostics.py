@@ -30,4 +30,5 @@ UNREADABLE = "CM904"  # not text, an unknown or wrong encoding, or an I/O error 
 READ_ONLY = "CM905"  # the file (or the target of its symlink) is read-only: not rewritten
 UNWRITABLE = "CM906"  # writing the migrated file failed (or it cannot be encoded back): left unchanged
 SUPPRESSED = "CM907"  # `# cachemigrate: skip` on a statement left edits out, and the file cannot do without them
+REMOVED_API = "CM908"  # the migrated file would import or call what the era's runtime removed: left unchanged
 REGION_VIOLATION = "CM999"  # internal: the result changed outside what the rules claimed (or does not parse)

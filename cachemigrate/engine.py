@@ -31,11 +31,13 @@ from .facts import bound_holes, find_facts, functions_in_scope
 from .imports import IMPORTS_RULE, plan_imports
 from .names import newly_unbound
 from .patterns import holes
+from .removed import removed_uses
 from .render import format_statements
 from .results import FileResult, Options
 from .schema import Era, Rule, RuleSet
 from .suppressed_edits import NOTHING, leave_out
 from .suppression import skips_file
+from .vendor import plan_helpers
 from .views import FileViews
 
 
@@ -128,7 +130,6 @@ def plan_rules(
             if rule.required and missing and functions:
                 # e.g. the legacy layout of a layer's cache: without it no rule returns the cache as a tuple
                 undetermined.update(missing)
-                facts_text = ", ".join(f"`{fact}`" for fact in missing)
                 where = locate(info.functions[sorted(functions)[0]].node)
                 found.append(_not_applied(rule, path, where, f"cannot tell how it applies: {_why_unknown(missing)}"))
             continue
@@ -164,6 +165,8 @@ def plan_rules(
         plan.extend(action.edits)
         found.extend(action.ctx.diagnostics)
     plan.extend(plan_imports(module, era, imports))
+    helpers = [(entry, action.rule.path) for action in actions for entry in action.helpers_needed()]
+    plan.extend(plan_helpers(module, helpers, lambda code: format_statements(code, 0, options.line_length)))
     return plan, matched, found
 
 
@@ -431,6 +434,7 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
         )
         return done("error", diags=[Diagnostic(path, line, column, codes.REGION_VIOLATION, message)])
     found.extend(_leftover_diagnostics(before, new_module, edited, functions, era, path, locate))
+    found.extend(removed_uses(module, new_module, era, path, locate))
     applied = {rule: count for rule, count in matched.items()}
     if found:
         return done("failed", diags=found, applied=applied)

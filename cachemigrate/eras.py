@@ -59,36 +59,64 @@ def runtime_of(era: str, root: Path = BUILTIN_RULES) -> str:
     return value if isinstance(value, str) else ""
 
 
+def lineage(era: str, root: Path = BUILTIN_RULES) -> list[str]:
+    """The era and the eras it extends (``extends`` in its era.toml), nearest first."""
+    chain = [era]
+    while True:
+        parent = _era_table(root / chain[-1] / "era.toml").get("extends")
+        if not isinstance(parent, str) or parent in chain:
+            return chain
+        chain.append(parent)
+
+
 def cache_names(era: str, root: Path = BUILTIN_RULES) -> tuple[str, ...]:
-    """The parameter names that carry a KV cache in legacy code of this era (``layer_past``, ``past``...)."""
-    value = _era_table(root / era / "era.toml").get("cache_names", ())
-    return tuple(name for name in value if isinstance(name, str)) if isinstance(value, list) else ()
+    """The parameter names that carry a KV cache in legacy code of this era (``layer_past``, ``past``...): its
+    own, else those of the era it extends."""
+    for name in lineage(era, root):
+        value = _era_table(root / name / "era.toml").get("cache_names")
+        if isinstance(value, list):
+            return tuple(item for item in value if isinstance(item, str))
+    return ()
+
+
+def era_for_version(version: str | None, root: Path = BUILTIN_RULES) -> str:
+    """The era whose runtime range holds transformers ``version``; for a version outside every range, the newest
+    era whose range starts below it, else the oldest; the newest for None. A portable target (``auto = false``)
+    is only ever chosen by name."""
+    from .schema import RuleError
+
+    tables = {era: _era_table(root / era / "era.toml") for era in available_eras(root)}
+    eras = sorted((e for e, t in tables.items() if t.get("auto", True) is not False), key=_version_tuple)
+    if not eras:
+        raise RuleError(f"no rule sets found under {root}")
+    if not version:
+        return eras[-1]
+    runtimes = {era: runtime_of(era, root) for era in eras}
+    for era in eras:
+        if runtimes[era] and in_range(version, runtimes[era]):
+            return era
+    below = [era for era in eras if in_range(version, ",".join(c for c in runtimes[era].split(",") if ">" in c))]
+    return below[-1] if below else eras[0]
 
 
 def era_for_installed(root: Path = BUILTIN_RULES) -> tuple[str, str | None]:
-    """The era whose runtime range holds the installed transformers (read from package metadata, never
-    imported), else the newest era. Returns (era, installed version or None)."""
+    """The era for the installed transformers (read from package metadata, never imported): see
+    :func:`era_for_version`. Returns (era, installed version or None)."""
     from importlib import metadata
 
-    from .schema import RuleError
-
-    eras = available_eras(root)
-    if not eras:
-        raise RuleError(f"no rule sets found under {root}")
     try:
         version = metadata.version("transformers")
     except metadata.PackageNotFoundError:
-        return eras[-1], None
-    for era in eras:
-        if in_range(version, runtime_of(era, root)):
-            return era, version
-    return eras[-1], version
+        version = None
+    return era_for_version(version, root), version
 
 
 def rule_files(era: str, extra_dirs: tuple[Path, ...] = (), root: Path = BUILTIN_RULES) -> list[Path]:
     """Every TOML file the rule set of ``era`` is loaded from (as :func:`cachemigrate.rules.load_ruleset` finds
-    them), in load order: the era's own directory, then each extra directory (or its ``<era>/`` folder)."""
-    files = sorted((root / era).glob("*.toml"))
+    them), in load order: the directories of the eras it extends and its own, the vendored helpers, then each extra
+    directory (or its ``<era>/`` folder)."""
+    files = [path for name in reversed(lineage(era, root)) for path in sorted((root / name).glob("*.toml"))]
+    files += sorted((root / "vendor").glob("*.py"))  # helpers the rules copy into migrated files
     for directory in extra_dirs:
         directory = Path(directory)
         if (directory / era).is_dir():
