@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import ast
-import dataclasses
 import time
 from typing import Mapping
 
@@ -33,42 +32,15 @@ from .converters import Converter, find_converters
 from .facts import bound_holes, find_facts, functions_in_scope
 from .imports import IMPORTS_RULE, plan_imports
 from .names import newly_unbound
+from .patterns import holes
+from .removed import removed_uses
 from .render import format_statements
+from .results import FileResult, Options
 from .schema import ENGINE_FACTS, Era, Rule, RuleSet
+from .suppressed_edits import NOTHING, leave_out
+from .suppression import skips_file
+from .vendor import plan_helpers
 from .views import FileViews
-
-
-@dataclasses.dataclass
-class Options:
-    tier: str = "dynamic"
-    line_length: int = 88
-    signature: str = "end"  # "end": new parameters go last; "upstream": where the upstream ports put them
-    deprecation_version: str | None = None  # the version @deprecate_kwarg names (default: the rule's)
-
-
-@dataclasses.dataclass
-class FileResult:
-    path: str
-    original: str
-    migrated: str
-    status: str  # "migrated" | "clean" (nothing legacy) | "failed" (diagnostics, unchanged) | "error" (internal)
-    diagnostics: list[Diagnostic] = dataclasses.field(default_factory=list)
-    applied: dict[str, int] = dataclasses.field(default_factory=dict)
-    seconds: float = 0.0
-
-    @property
-    def changed(self) -> bool:
-        return self.migrated != self.original
-
-    def to_json(self) -> dict:
-        return {
-            "path": self.path,
-            "status": self.status,
-            "changed": self.changed,
-            "applied": self.applied,
-            "seconds": round(self.seconds, 3),
-            "diagnostics": [d.to_json() for d in self.diagnostics],
-        }
 
 
 class RegionViolation(RuntimeError):
@@ -159,14 +131,14 @@ def plan_rules(
     undetermined: set[str] = set()  # facts a required rule needed that the file did not show (reported once)
     for rule in rules:
         functions, classes = functions_in_scope(info, rule.role, rule.functions)
-        if not _when_holds(rule, facts):
-            missing = sorted(set(rule.when) - set(facts) - undetermined)
+        needed = set(rule.when) | _facts_in_templates(rule, era)
+        if not _when_holds(rule, facts) or not needed <= set(facts):
+            missing = sorted(needed - set(facts) - undetermined)
             # a fact the file shows with another value: the rule is not for this file (a fused layout's CM018)
             contradicted = any(key in facts and value not in ("*", facts[key]) for key, value in rule.when.items())
             if rule.required and missing and functions and not contradicted:
                 # e.g. the legacy layout of a layer's cache: without it no rule returns the cache as a tuple
                 undetermined.update(missing)
-                facts_text = ", ".join(f"`{fact}`" for fact in missing)
                 where = locate(info.functions[sorted(functions)[0]].node)
                 why = _why_unknown(missing, layout.reason)
                 found.append(_not_applied(rule, path, where, f"cannot tell how it applies: {why}"))
@@ -203,7 +175,17 @@ def plan_rules(
         plan.extend(action.edits)
         found.extend(action.ctx.diagnostics)
     plan.extend(plan_imports(module, era, imports))
+    helpers = [(entry, action.rule.path) for action in actions for entry in action.helpers_needed()]
+    plan.extend(plan_helpers(module, helpers, lambda code: format_statements(code, 0, options.line_length)))
     return plan, matched, found
+
+
+def _facts_in_templates(rule: Rule, era: Era) -> set[str]:
+    """The facts a rule's templates use as bound holes (the era's and the engine's layout facts): without the fact
+    the rule has nothing to fill in."""
+    texts = [v for v in rule.params.values() if isinstance(v, str)]
+    texts += [t for v in rule.params.values() if isinstance(v, list) for t in v if isinstance(t, str)]
+    return {hole for text in texts for hole in holes(text)} & ({fact.name for fact in era.facts} | set(ENGINE_FACTS))
 
 
 def _why_unknown(facts: list[str], layout_reason: str | None = None) -> str:
@@ -214,7 +196,7 @@ def _why_unknown(facts: list[str], layout_reason: str | None = None) -> str:
         "cache_layout": layout,
         "layout": "the file never builds the present of a layer as a (key, value) tuple or a stacked tensor, so "
         "the legacy layout to give back to tuple callers is unknown",
-        "presents": "the base model never starts a tuple of presents as `() if use_cache else None`",
+        "presents": "the base model never starts a tuple of presents as `() if use_cache else None` (a condition that reads `use_cache`)",
     }
     return "; ".join(said.get(fact, f"the file does not show its {fact}") for fact in facts)
 
@@ -418,10 +400,14 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
     era = ruleset.era
 
     def done(status: str, migrated: str = code, diags=(), applied=None) -> FileResult:
+        status, diags = suppressed.explain(status, diags)  # `# cachemigrate: skip` on statements
         return FileResult(
             path, code, migrated, status, sorted(diags), dict(applied or {}), time.perf_counter() - started
         )
 
+    suppressed = NOTHING
+    if skips_file(code):  # `# cachemigrate: skip` in the file's header
+        return done("skipped")
     if not _mentions_cache(code, era):
         return done("clean")
     module, error = _parse(code, path)
@@ -452,6 +438,7 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
         )
     rules = ruleset.for_tier(options.tier)
     plan, matched, found = plan_rules(module, before, rules, era, path, options, locate)
+    plan, suppressed = leave_out(module, plan, code, path)
     try:
         new_module = apply_and_prove(module, plan, options)
     except RegionViolation as exc:
@@ -478,6 +465,7 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
         )
         return done("error", diags=[Diagnostic(path, line, column, codes.REGION_VIOLATION, message)])
     found.extend(_leftover_diagnostics(before, new_module, edited, functions, era, path, locate, converters))
+    found.extend(removed_uses(module, new_module, era, path, locate))
     applied = {rule: count for rule, count in matched.items()}
     if found:
         return done("failed", diags=found, applied=applied)

@@ -58,8 +58,15 @@ def _fact_values(case: Mapping, node: cst.FunctionDef, file_views, qualname: str
         views = [v.node if hasattr(v, "start") else v for v in block]
         for index in range(len(views)):
             captures = match_statements(pattern, views, index, {})
-            if captures is not None:
+            if captures is not None and all(
+                _mentions(captures[hole], name) for hole, name in case.get("mentions", {}).items()
+            ):
                 yield case.get("value") or cst.Module(body=[]).code_for_node(captures[case["capture"]])
+
+
+def _mentions(node: cst.CSTNode, name: str) -> bool:
+    """The captured code reads ``name``, as a variable or as an attribute (``self.config.name``)."""
+    return bool(m.findall(node, m.Name(name) | m.Attribute(attr=m.Name(name))))
 
 
 def bound_holes(

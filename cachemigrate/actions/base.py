@@ -88,6 +88,10 @@ class Action:
         planner.stack.pop()
         return self.edits
 
+    def helpers_needed(self) -> list[str]:
+        """The rule's ``helpers`` (vendored definitions) that its edits use: all of them once it made any."""
+        return list(self.rule.helpers) if self.edits else []
+
     def finalize(self, edits: Sequence[Edit]) -> None:
         """Called once every rule has planned, with all their edits: a last adjustment of this action's own."""
 
