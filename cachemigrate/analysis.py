@@ -354,6 +354,8 @@ def _conjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:
 
 
 def _unparenthesised(node: cst.BaseExpression) -> cst.BaseExpression:
+    if isinstance(node, cst.Tuple):  # `()` needs its parentheses; a tuple is never a call or a choice anyway
+        return node
     return node.with_changes(lpar=(), rpar=()) if getattr(node, "lpar", None) else node
 
 
