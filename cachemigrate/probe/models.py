@@ -40,15 +40,25 @@ def _defined_here(module) -> list[type]:
 
 
 def _is_generation_head(cls) -> bool:
-    """True when a class of the module itself lists GenerationMixin as a base.
+    """True when a class of the module itself makes ``cls`` a generation head.
 
     Up to transformers 4.51 PreTrainedModel inherits GenerationMixin, so ``issubclass`` alone would call every model
     a head; the heads are the classes that (re)declare it, e.g. ``class GPT2LMHeadModel(GPT2PreTrainedModel,
-    GenerationMixin)``.
+    GenerationMixin)``, or, in files written before 4.45 (``class LlamaForCausalLM(LlamaPreTrainedModel)``), the
+    classes that define their own ``prepare_inputs_for_generation``: that is how those releases told a head, and
+    their ``generate()`` still works on a runtime whose PreTrainedModel inherits GenerationMixin.
     """
     from transformers import GenerationMixin, PreTrainedModel
 
-    return any(GenerationMixin in klass.__bases__ for klass in cls.__mro__ if klass is not PreTrainedModel)
+    library = (PreTrainedModel, GenerationMixin, object)
+    for klass in cls.__mro__:
+        if klass in library:
+            continue
+        if GenerationMixin in klass.__bases__:
+            return True
+        if "prepare_inputs_for_generation" in vars(klass) and issubclass(cls, GenerationMixin):
+            return True
+    return False
 
 
 def _forward_params(cls) -> list[str]:
