@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _arguments(argv)
     families = family_table.load()
     specs = args.sources or DEFAULT_SOURCES
-    log = (lambda text: print(text, file=sys.stderr, flush=True))
+    log = lambda text: print(text, file=sys.stderr, flush=True)
     versions, files = [], []
     for spec in specs:
         version, found = read_source(resolve(spec))

@@ -381,7 +381,7 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
     if error:
         return done("failed", diags=[error])
     before = analyze(module, era.cache_names)
-    if not before.legacy_uses():
+    if not before.legacy_uses() or before.on_cache_api():
         return done("clean")
     locate = Locator(module)
     if not before.roles["attention"] and not before.roles["base_model"]:

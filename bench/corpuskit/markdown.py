@@ -83,7 +83,10 @@ def decoder_goal(rows: list[Row], families: dict[str, Family], versions: list[st
 
 
 def false_positives(migrations: list[Migration], versions: list[str]) -> list[str]:
-    lines = ["| release | files on the Cache API | clean (left untouched, `--check` exits 0) | not clean |", "|---|---|---|---|"]
+    lines = [
+        "| release | files on the Cache API | clean (left untouched, `--check` exits 0) | not clean |",
+        "|---|---|---|---|",
+    ]
     bad = []
     for version in versions:
         mine = [m for m in migrations if m.version == version and m.cache_api]
@@ -99,7 +102,9 @@ def false_positives(migrations: list[Migration], versions: list[str]) -> list[st
 def file_table(rows: list[Row], families: dict[str, Family], version: str) -> list[str]:
     lines = []
     for family in families.values():
-        mine = [r for r in rows if r.migration.version == version and r.family == family.name and r.migration.tuple_cache]
+        mine = [
+            r for r in rows if r.migration.version == version and r.family == family.name and r.migration.tuple_cache
+        ]
         if not mine:
             continue
         lines += ["", f"#### {family.name}: {family.title}", ""]

@@ -54,7 +54,14 @@ def migrate_one(file: CorpusFile) -> Migration:
     diagnostics = [f"{d.line}:{d.column} {d.code} {d.message}" for d in result.diagnostics]
     migrated = result.encoded() if result.changed else None
     return Migration(
-        file.version, file.relative, file.model, result.status, cache_api, sorted(result.applied), diagnostics, migrated
+        file.version,
+        file.relative,
+        file.model,
+        result.status,
+        cache_api,
+        sorted(result.applied),
+        diagnostics,
+        migrated,
     )
 
 

@@ -54,7 +54,17 @@ def fetch(version: str, cache: Path = CACHE) -> Path:
     if found:
         return found[0]
     cache.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", f"transformers=={version}", "-d", str(cache)]
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "-q",
+        "--no-deps",
+        f"transformers=={version}",
+        "-d",
+        str(cache),
+    ]
     subprocess.run(command, check=True)
     found = sorted(cache.glob(f"transformers-{version}-*.whl"))
     if not found:
