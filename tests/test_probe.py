@@ -314,7 +314,7 @@ def test_importing_the_probe_does_not_import_torch():
         "import cachemigrate.probe as probe\n"
         "for info in pkgutil.walk_packages(probe.__path__, 'cachemigrate.probe.'):\n"
         "    importlib.import_module(info.name)\n"
-        "assert len(probe.CHECK_NAMES) == 16, probe.CHECK_NAMES\n"
+        "assert 'output_hidden_states' in probe.CHECK_NAMES and len(set(probe.CHECK_NAMES)) == len(probe.CHECK_NAMES), probe.CHECK_NAMES\n"
         "assert 'torch' not in sys.modules and 'transformers' not in sys.modules, 'heavy import'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
