@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import re
 import time
 from typing import Mapping
 
@@ -28,6 +29,7 @@ from .apply import ApplyError, Reformat, apply_plan
 from .audit import Offsets, claims_of, find_violation
 from .diagnostics import Diagnostic
 from .edits import Plan
+from .excerpts import source_line
 from .facts import bound_holes, find_facts, functions_in_scope
 from .imports import IMPORTS_RULE, plan_imports
 from .names import newly_unbound
@@ -85,6 +87,31 @@ class RegionViolation(RuntimeError):
 
 def _when_holds(rule: Rule, facts: Mapping[str, str]) -> bool:
     return all(facts.get(key) == value for key, value in rule.when.items())
+
+
+def _pattern_facts(rule: Rule, era: Era) -> set[str]:
+    """The era's facts a rule's patterns name as holes (bound when the file shows them)."""
+    names = {fact.name for fact in era.facts}
+    texts = []
+    for key in ("pattern", "patterns"):
+        value = rule.params.get(key)
+        texts.extend(value if isinstance(value, (list, tuple)) else [value])
+    return {hole for text in texts if isinstance(text, str) for hole in re.findall(r"{(\w+)}", text)} & names
+
+
+def _fact_holes(rule: Rule, era: Era) -> set[str]:
+    """The era's facts a rule's code to write names as holes (``{presents}`` in a template) and no pattern of the
+    rule captures: without them the rule cannot write its code."""
+    names = {fact.name for fact in era.facts}
+
+    def holes(keys: tuple[str, ...]) -> set[str]:
+        texts = []
+        for key in keys:
+            value = rule.params.get(key)
+            texts.extend(value if isinstance(value, (list, tuple)) else [value])
+        return {hole for text in texts if isinstance(text, str) for hole in re.findall(r"{(\w+)}", text)}
+
+    return (holes(("template", "replacement")) - holes(("pattern", "patterns", "only_before"))) & names
 
 
 class _Formatter(Reformat):
@@ -150,10 +177,13 @@ def plan_rules(
     found: list[Diagnostic] = []
     imports: list[str] = []
     undetermined: set[str] = set()  # facts a required rule needed that the file did not show (reported once)
+    unfound: list[tuple[Diagnostic, set[str]]] = []  # required rules that found nothing, with the facts they lacked
     for rule in rules:
         functions, classes = functions_in_scope(info, rule.role, rule.functions)
-        if not _when_holds(rule, facts):
-            missing = sorted(set(rule.when) - set(facts) - undetermined)
+        contradicted = any(key in facts and facts[key] != value for key, value in rule.when.items())
+        unknown = set() if contradicted else _fact_holes(rule, era) - set(facts)
+        if not _when_holds(rule, facts) or unknown:
+            missing = sorted((set(rule.when) | unknown) - set(facts) - undetermined)
             if rule.required and missing and functions:
                 # e.g. the legacy layout of a layer's cache: without it no rule returns the cache as a tuple
                 undetermined.update(missing)
@@ -183,9 +213,12 @@ def plan_rules(
             imports.extend(name for name in rule.imports if name not in imports)
         elif rule.required and functions:
             where = locate(info.functions[sorted(functions)[0]].node)
-            found.append(
-                _not_applied(rule, path, where, f"found nothing to rewrite in {', '.join(sorted(functions))}")
-            )
+            nothing = _not_applied(rule, path, where, f"found nothing to rewrite in {', '.join(sorted(functions))}")
+            unfound.append((nothing, _pattern_facts(rule, era) - set(facts)))
+    # a pattern that captures a fact the file does not show found nothing for that reason: one diagnostic, the
+    # one that says why
+    said = {(d.line, d.column) for d in found}
+    found.extend(d for d, lacking in unfound if not (lacking and (d.line, d.column) in said))
     every = [edit for action in actions for edit in action.edits]
     for action in actions:
         action.finalize(every)
@@ -325,7 +358,9 @@ def _leftover_diagnostics(
     originals: dict[tuple, list] = {}
     for use in before.legacy_uses():
         originals.setdefault((use.function, use.statement, use.idiom), []).append(use)
-    result = []
+    code = locate.module.code
+    # one diagnostic per statement (a statement reading `past[0]` and `past[1]` is one construct)
+    grouped: dict[tuple, list] = {}
     for use in [*kept, *after.legacy_uses()]:
         matches = originals.get((use.function, use.statement, use.idiom))
         if matches:
@@ -333,15 +368,22 @@ def _leftover_diagnostics(
         else:
             fn = before.functions.get(use.function)
             line, column = locate(fn.node if fn else None)
+        grouped.setdefault((use.function, use.statement), []).append((line, column, use))
+    result = []
+    for (function, _), uses in grouped.items():
+        line, column, first = min(uses, key=lambda found: found[:2])
+        idioms = list(dict.fromkeys(f"`{use.idiom}`" for _, _, use in sorted(uses, key=lambda found: found[:2])))
+        excerpt = source_line(code, line)
+        where = f" in `{excerpt}`" if excerpt else ""
         result.append(
             Diagnostic(
                 path,
                 line,
                 column,
                 codes.UNKNOWN_IDIOM,
-                f"`{use.variable}` is used as a tuple cache in {use.function} (`{use.idiom}` in `{use.statement}`) "
-                "and no rule rewrites this idiom; the file was left unchanged. Migrate this statement by hand "
-                "or add a rule for it",
+                f"`{first.variable}` is used as a tuple cache in {function} ({', '.join(idioms)}{where}) and no rule "
+                "rewrites this idiom; the file was left unchanged. Migrate this statement by hand or add a rule "
+                "for it",
             )
         )
     return result
@@ -395,8 +437,9 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
                     line,
                     column,
                     codes.NO_ROLES,
-                    f"`{first.variable}` is used as a tuple cache (`{first.idiom}`), but no attention/block/model "
-                    "structure using it was recognised; the file was left unchanged",
+                    f"`{first.variable}` is used as a tuple cache (`{first.idiom}` in "
+                    f"`{source_line(module.code, line)}`), but no attention/block/model structure using it was "
+                    "recognised; the file was left unchanged",
                 )
             ],
         )
@@ -417,6 +460,11 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
         return done("error", diags=[Diagnostic(path, 1, 1, codes.REGION_VIOLATION, message)])
     edited = _edited_tops(module, plan)
     unbound = _unbound_names(module, new_module, edited)
+    if unbound and found:
+        # a rule could not be applied, so the file stays as it is anyway: what the user can act on is why, not
+        # the half-planned code the other rules would have left
+        found.extend(_leftover_diagnostics(before, new_module, edited, era, path, locate))
+        return done("failed", diags=found, applied=dict(matched))
     if unbound:
         function, names = unbound
         line, column = locate(before.functions[function].node) if function in before.functions else (1, 1)
