@@ -82,7 +82,7 @@ def read_source(source: Path) -> tuple[str, list[CorpusFile]]:
             for name in sorted(archive.namelist()):
                 if MODELING.search(name):
                     entries[name] = archive.read(name)
-                elif name.endswith("transformers/__init__.py"):
+                elif re.search(r"(?:^|/)transformers/__init__\.py$", name):  # not switch_transformers/...
                     version = _version(archive.read(name).decode())
     else:
         package = source if (source / "models").is_dir() else source / "transformers"
