@@ -15,6 +15,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
 
 from corpuskit import families as family_table  # noqa: E402
+from corpuskit.markdown import Row, summary  # noqa: E402
+from corpuskit.migrating import Migration  # noqa: E402
+from corpuskit.probing import ProbeOutcome  # noqa: E402
 from corpuskit.sources import read_source  # noqa: E402
 
 TOY = REPO / "fixtures" / "tinyfork" / "tinyfork" / "modeling_tinyfork.py"
@@ -41,6 +44,8 @@ def test_a_subset_of_the_installed_release_is_migrated_probed_and_reported(tmp_p
     assert set(data) == {"models/ctrl/modeling_ctrl.py"}
     text = report.read_text()
     assert "| `models/ctrl/modeling_ctrl.py` | dynamic |" in text and "migrated, probe passes" in text
+    family = next(line for line in text.splitlines() if line.startswith("| 4.") and "| presents |" in line)
+    assert family.split("|")[3:10] == [" 1 ", " 1 ", " 1 ", " 0 ", " 0 ", " 0 ", " 0 "]
     release = next(line for line in text.splitlines() if line.startswith("| 4.") and line.count("|") == 5)
     assert release.split("|")[2:5] == [" 1 ", " 1 ", " 0 "]  # one Cache-API file, clean, no false positive
 
@@ -84,3 +89,21 @@ def test_the_shipped_family_table_loads_and_names_the_census_families():
     assert {"presents", "next_decoder_cache", "layouts"} <= decoder
     assert family_table.family_of("gpt2", families) == "presents"
     assert family_table.family_of("bart", families) == "encoder_decoder"
+
+
+def test_a_probe_that_cannot_run_is_not_counted_as_a_divergence():
+    def row(name: str, status: str, probe: ProbeOutcome | None) -> Row:
+        migration = Migration("9.9.9", f"models/{name}/modeling_{name}.py", name, status, False, [], [])
+        return Row(migration, "mine", probe)
+
+    rows = [
+        row("a", "migrated", ProbeOutcome({"logits_no_cache": ("pass", "")})),
+        row("b", "migrated", ProbeOutcome({"logits_no_cache": ("fail", "logits differ")})),
+        row("c", "migrated", ProbeOutcome({"setup": ("setup-error", "the original cannot run")})),
+        row("d", "migrated", ProbeOutcome({}, "the probe did not finish in 9s")),
+        row("e", "failed", None),
+    ]
+    families = {"mine": family_table.Family("mine", "Mine", True, frozenset("abcde"))}
+    line = summary(rows, families, ["9.9.9"])[-1]
+    # files, migrated, passing, diverged, could not run, refused, internal error
+    assert line.split("|")[3:10] == [" 5 ", " 4 ", " 1 ", " 1 ", " 2 ", " 1 ", " 0 "]

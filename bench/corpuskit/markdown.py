@@ -47,8 +47,8 @@ def _cell(text: str) -> str:
 def summary(rows: list[Row], families: dict[str, Family], versions: list[str]) -> list[str]:
     lines = [
         "| release | family | tuple-cache files | migrated | probe passes every check | migrated, probe diverged | "
-        "refused with a diagnostic | internal error |",
-        "|---|---|---|---|---|---|---|---|",
+        "migrated, probe could not run | refused with a diagnostic | internal error |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for version in versions:
         for family in families.values():
@@ -58,12 +58,14 @@ def summary(rows: list[Row], families: dict[str, Family], versions: list[str]) -
                 continue
             migrated = [r for r in mine if r.migration.status == "migrated"]
             passing = [r for r in migrated if r.probe is not None and r.probe.verdict == "pass"]
-            diverged = [r for r in migrated if r.probe is not None and r.probe.verdict != "pass"]
+            diverged = [r for r in migrated if r.probe is not None and r.probe.verdict == "diverged"]
+            # the original itself cannot run on a tiny model, or the probe crashed or timed out: nothing is proven
+            unproven = [r for r in migrated if r.probe is not None and r.probe.verdict not in ("pass", "diverged")]
             refused = [r for r in mine if r.migration.status == "failed"]
             errors = [r for r in mine if r.migration.status == "error"]
             lines.append(
                 f"| {version} | {family.name} | {len(mine)} | {len(migrated)} | {len(passing)} | {len(diverged)} | "
-                f"{len(refused)} | {len(errors)} |"
+                f"{len(unproven)} | {len(refused)} | {len(errors)} |"
             )
     return lines
 
