@@ -29,4 +29,6 @@ NO_ROLES = "CM903"  # legacy cache code was found but the attention/block/model 
 UNREADABLE = "CM904"  # not text, an unknown or wrong encoding, or an I/O error on reading: left unchanged
 READ_ONLY = "CM905"  # the file (or the target of its symlink) is read-only: not rewritten
 UNWRITABLE = "CM906"  # writing the migrated file failed (or it cannot be encoded back): left unchanged
+SUPPRESSED = "CM907"  # `# cachemigrate: skip` on a statement left edits out, and the file cannot do without them
+REMOVED_API = "CM908"  # the migrated file would import or call what the era's runtime removed: left unchanged
 REGION_VIOLATION = "CM999"  # internal: the result changed outside what the rules claimed (or does not parse)

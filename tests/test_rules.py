@@ -302,3 +302,32 @@ def test_the_cache_layout_is_read_from_a_conditional_present(present, rule_id):
     result = migrate_source(edited, RULESET, OPTIONS, path="edited.py")
     assert result.status == "migrated", [str(d) for d in result.diagnostics]
     assert rule_id in result.applied and ({"CM018", "CM019"} - {rule_id}).isdisjoint(result.applied)
+
+
+def test_a_rule_whose_template_needs_an_absent_fact_is_reported_not_an_internal_error():
+    """CM016 and CM018 fill `{presents}` in; a base model that never starts its presents tuple in a known way is left
+    unchanged with a CM901 saying so (this was an internal TemplateError)."""
+    code = (FULL / "before.py").read_text()
+    edited = code.replace("next_cache = () if use_cache else None", "next_cache = self.empty_presents(use_cache)")
+    assert edited != code
+    result = migrate_source(edited, RULESET, OPTIONS, path="edited.py")
+    assert result.status == "failed" and result.migrated == edited
+    messages = [str(d) for d in result.diagnostics]
+    assert any("CM901 CM016" in m and "tuple of presents" in m for m in messages), messages
+    assert len([m for m in messages if "tuple of presents" in m]) == 1  # once, not once per rule that needs it
+    assert not any("internal error" in m for m in messages)
+
+
+@pytest.mark.parametrize(
+    "condition, migrates",
+    [
+        ("self.config.use_cache and use_cache is not False", True),
+        ("use_cache is True", True),
+        ("output_hidden_states", False),  # the same shape, but not the presents: nothing reads use_cache
+    ],
+)
+def test_the_presents_accumulator_is_any_empty_tuple_whose_condition_reads_use_cache(condition, migrates):
+    code = (FULL / "before.py").read_text()
+    edited = code.replace("next_cache = () if use_cache else None", f"next_cache = () if {condition} else None")
+    result = migrate_source(edited, RULESET, OPTIONS, path="edited.py")
+    assert (result.status == "migrated") is migrates, [str(d) for d in result.diagnostics]
