@@ -29,6 +29,7 @@ from .diagnostics import Diagnostic
 from .edits import Plan
 from .boundary import file_layout
 from .converters import Converter, find_converters
+from .excerpts import source_line
 from .facts import bound_holes, find_facts, functions_in_scope
 from .imports import IMPORTS_RULE, plan_imports
 from .names import newly_unbound
@@ -133,10 +134,11 @@ def plan_rules(
         functions, classes = functions_in_scope(info, rule.role, rule.functions)
         needed = set(rule.when) | _facts_in_templates(rule, era)
         if not _when_holds(rule, facts) or not needed <= set(facts):
-            missing = sorted(needed - set(facts) - undetermined)
-            # a fact the file shows with another value: the rule is not for this file (a fused layout's CM018)
+            # a when-fact that is known and different: the rule is not for this file, nothing to report (a fused
+            # layout's CM018)
             contradicted = any(key in facts and value not in ("*", facts[key]) for key, value in rule.when.items())
-            if rule.required and missing and functions and not contradicted:
+            missing = [] if contradicted else sorted(needed - set(facts) - undetermined)
+            if rule.required and missing and functions:
                 # e.g. the legacy layout of a layer's cache: without it no rule returns the cache as a tuple
                 undetermined.update(missing)
                 where = locate(info.functions[sorted(functions)[0]].node)
@@ -353,7 +355,9 @@ def _leftover_diagnostics(
     originals: dict[tuple, list] = {}
     for use in (u for fn in before.functions.values() for u in leftovers(fn)):
         originals.setdefault((use.function, use.statement, use.idiom), []).append(use)
-    result = []
+    code = locate.module.code
+    # one diagnostic per statement (a statement reading `past[0]` and `past[1]` is one construct)
+    grouped: dict[tuple, list] = {}
     for use in [*kept, *(u for q in reanalysed for u in leftovers(after.functions[q]))]:
         matches = originals.get((use.function, use.statement, use.idiom))
         if matches:
@@ -361,13 +365,20 @@ def _leftover_diagnostics(
         else:
             fn = before.functions.get(use.function)
             line, column = locate(fn.node if fn else None)
-        if use.kind == "pass":
+        grouped.setdefault((use.function, use.statement), []).append((line, column, use))
+    result = []
+    for (function, _), uses in grouped.items():
+        line, column, first = min(uses, key=lambda found: found[:2])
+        idioms = list(dict.fromkeys(f"`{use.idiom}`" for _, _, use in sorted(uses, key=lambda found: found[:2])))
+        excerpt = source_line(code, line)
+        where = f" in `{excerpt}`" if excerpt else ""
+        if first.kind == "pass":
             what = (
-                f"`{use.variable}` is handed to `{use.idiom}`, which converts legacy tuples only, in {use.function} "
-                f"(`{use.statement}`), where a Cache can reach it,"
+                f"`{first.variable}` is handed to `{first.idiom}`, which converts legacy tuples only, in {function}"
+                f"{where}, where a Cache can reach it,"
             )
         else:
-            what = f"`{use.variable}` is used as a tuple cache in {use.function} (`{use.idiom}` in `{use.statement}`)"
+            what = f"`{first.variable}` is used as a tuple cache in {function} ({', '.join(idioms)}{where})"
         message = (
             f"{what} and no rule rewrites this idiom; the file was left unchanged. Migrate this statement by hand "
             "or add a rule for it"
@@ -417,7 +428,7 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
     converters = find_converters(before)
     # legacy converters keep their tuple code after a migration: alone, they leave nothing to migrate
     exempt = {c.qualname for c in converters.values()}
-    if not [use for use in before.legacy_uses() if use.function not in exempt]:
+    if not [use for use in before.legacy_uses() if use.function not in exempt] or before.on_cache_api():
         return done("clean")
     locate = Locator(module)
     if not before.roles["attention"] and not before.roles["base_model"]:
@@ -431,8 +442,9 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
                     line,
                     column,
                     codes.NO_ROLES,
-                    f"`{first.variable}` is used as a tuple cache (`{first.idiom}`), but no attention/block/model "
-                    "structure using it was recognised; the file was left unchanged",
+                    f"`{first.variable}` is used as a tuple cache (`{first.idiom}` in "
+                    f"`{source_line(module.code, line)}`), but no attention/block/model structure using it was "
+                    "recognised; the file was left unchanged",
                 )
             ],
         )
@@ -455,6 +467,11 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
     edited = _edited_tops(module, plan)
     functions = _edited_functions(plan)
     unbound = _unbound_names(module, new_module, edited, functions)
+    if unbound and found:
+        # a rule could not be applied, so the file stays as it is anyway: what the user can act on is why, not
+        # the half-planned code the other rules would have left
+        found.extend(_leftover_diagnostics(before, new_module, edited, functions, era, path, locate))
+        return done("failed", diags=found, applied=dict(matched))
     if unbound:
         function, names = unbound
         line, column = locate(before.functions[function].node) if function in before.functions else (1, 1)

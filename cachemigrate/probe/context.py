@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .compare import past
 from .models import ModelClasses, build_pair
-from .tiny import tiny_config
+from .tiny import tiny_config, vocab_of
 
 PROMPT_LEN = 5
 STEPS = 3
@@ -33,7 +33,7 @@ class Probe:
         self.static = static
         self.seed = seed
         self.settings = dict(settings or {})  # config values set over the tiny ones (a variant of the model)
-        self.vocab_size = tiny_config(original.config_class, settings=self.settings).vocab_size
+        self.vocab_size = vocab_of(tiny_config(original.config_class, settings=self.settings))
         self._pairs: dict = {}
 
     def control(self, side: str) -> "Probe":
