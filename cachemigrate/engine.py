@@ -141,6 +141,8 @@ def plan_rules(
             if rule.required and missing and functions:
                 # e.g. the legacy layout of a layer's cache: without it no rule returns the cache as a tuple
                 undetermined.update(missing)
+                if layout.reason and any(fact in ENGINE_FACTS for fact in missing):  # one unknown layout, said once
+                    undetermined.update(ENGINE_FACTS)
                 where = locate(info.functions[sorted(functions)[0]].node)
                 why = _why_unknown(missing, layout.reason)
                 found.append(_not_applied(rule, path, where, f"cannot tell how it applies: {why}"))
