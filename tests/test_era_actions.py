@@ -66,8 +66,7 @@ def is_torch_fx_available():
 
 
 def test_drop_import_takes_the_name_out_and_vendors_it_before_the_first_class():
-    source = d(
-        """\
+    source = d("""\
         from torch import nn
         from transformers.utils import is_torch_fx_available, logging
 
@@ -75,8 +74,7 @@ def test_drop_import_takes_the_name_out_and_vendors_it_before_the_first_class():
         class A(nn.Module):
             def f(self):
                 return is_torch_fx_available()
-        """
-    )
+        """)
     new, applied, diagnostics = run(source, FX)
     assert diagnostics == [] and applied == {"CM990": 1}
     head = "from torch import nn\nfrom transformers.utils import logging\n"
@@ -84,8 +82,7 @@ def test_drop_import_takes_the_name_out_and_vendors_it_before_the_first_class():
 
 
 def test_drop_import_removes_an_import_left_without_names_and_keeps_parentheses():
-    source = d(
-        """\
+    source = d("""\
         from transformers.utils import (
             is_torch_fx_available,
         )
@@ -97,8 +94,7 @@ def test_drop_import_removes_an_import_left_without_names_and_keeps_parentheses(
 
         class A:
             pass
-        """
-    )
+        """)
     new, applied, _ = run(source, FX)
     assert applied == {"CM990": 2}
     assert new.startswith("from ...utils import (\n    logging,\n)\n")
@@ -165,8 +161,7 @@ FIELD = make_rule(
 
 
 def test_replace_class_statements_rewrites_the_field_of_classes_deriving_from_the_base():
-    source = d(
-        """\
+    source = d("""\
         class Out(ModelOutput):
             logits: object = None
             # the cache
@@ -179,8 +174,7 @@ def test_replace_class_statements_rewrites_the_field_of_classes_deriving_from_th
 
         class Other(utils.ModelOutput):
             past_key_values: int = None
-        """
-    )
+        """)
     new, applied, diagnostics = run(source, FIELD)
     assert diagnostics == [] and applied == {"CM990": 2}
     assert new == source.replace(

@@ -35,18 +35,14 @@ def cm908(code: str, era=FIVE.era) -> list[str]:
 
 
 def test_imported_reads_relative_and_absolute_transformers_imports_only():
-    module = cst.parse_module(
-        d(
-            """\
+    module = cst.parse_module(d("""\
             import torch
             import transformers.modeling_attn_mask_utils
             from transformers.utils import logging, is_torch_fx_available
             from ...modeling_utils import SequenceSummary
             from .configuration_x import XConfig
             from transformers.masking_utils import *
-            """
-        )
-    )
+            """))
     assert [(source, name) for source, name, _ in imported(module)] == [
         ("modeling_attn_mask_utils", ""),
         ("utils", "logging"),
@@ -90,15 +86,13 @@ def test_no_cm908_for_what_the_runtime_still_has(line):
 
 
 def test_cm908_for_a_removed_method_called_and_not_defined_once_at_its_first_call():
-    code = d(
-        """\
+    code = d("""\
         class M:
             def forward(self, mask):
                 a = self.get_extended_attention_mask(mask, (1, 2))
                 b = self.get_extended_attention_mask(mask, (1, 2))
                 return self.get_head_mask(None, 2)
-        """
-    )
+        """)
     messages = cm908(code)
     assert len(messages) == 2
     assert messages[0].startswith("m.py:3:13: CM908 `self.get_extended_attention_mask(...)`")
@@ -157,8 +151,7 @@ def test_an_inherited_rule_that_writes_a_removed_name_is_a_rule_error_naming_the
 
 def test_what_a_rule_matches_may_name_a_removed_name(tmp_path):
     """Only what a rule writes counts: a pattern that finds `to_legacy_cache()` (to replace it) is allowed."""
-    rule = d(
-        """\
+    rule = d("""\
         id = "CM995"
         name = "drop-converter"
         description = "A converter call read from the layers"
@@ -170,8 +163,7 @@ def test_what_a_rule_matches_may_name_a_removed_name(tmp_path):
         [params]
         pattern = "{cache}.to_legacy_cache()"
         replacement = "tuple((layer.keys, layer.values) for layer in {cache}.layers)"
-        """
-    )
+        """)
     (tmp_path / "CM995.toml").write_text(rule)
     assert "CM995" in {r.id for r in load_ruleset("5", (tmp_path,)).rules}
     (tmp_path / "CM995.toml").write_text(rule.replace("{cache}.layers)", "{cache}.to_legacy_cache())"))
@@ -199,8 +191,7 @@ def test_closure_brings_the_definitions_a_helper_uses_in_the_vendor_files_order(
 
 
 def test_a_helper_two_rules_need_is_inserted_once_with_what_it_uses():
-    code = d(
-        """\
+    code = d("""\
         import torch
         from torch import nn
 
@@ -213,8 +204,7 @@ def test_a_helper_two_rules_need_is_inserted_once_with_what_it_uses():
 
             def again(self):
                 return self.config.rope_theta
-        """
-    )
+        """)
     new, applied, diagnostics = run(code, "5", "CM410", "CM411")
     assert diagnostics == [] and applied == {"CM410": 1, "CM411": 1}
     assert new.count("def legacy_rope_theta(config):") == 1
@@ -223,8 +213,7 @@ def test_a_helper_two_rules_need_is_inserted_once_with_what_it_uses():
 
 
 def test_a_file_that_defines_the_helper_keeps_its_own():
-    code = d(
-        """\
+    code = d("""\
         import torch
         from torch import nn
 
@@ -237,16 +226,14 @@ def test_a_file_that_defines_the_helper_keeps_its_own():
             def __init__(self, config):
                 super().__init__()
                 self.theta = config.rope_theta
-        """
-    )
+        """)
     new, applied, _ = run(code, "5", "CM410")
     assert applied == {"CM410": 1}
     assert new == code.replace("config.rope_theta", "legacy_rope_theta(config)")
 
 
 def test_vendored_helpers_go_before_a_module_level_statement_that_uses_them():
-    code = d(
-        """\
+    code = d("""\
         import torch
         from torch import nn
         from transformers.utils.import_utils import is_torch_fx_available
@@ -256,8 +243,7 @@ def test_vendored_helpers_go_before_a_module_level_statement_that_uses_them():
 
         class A(nn.Module):
             pass
-        """
-    )
+        """)
     new, _, _ = run(code, "5", "CM433")
     assert new.index("def is_torch_fx_available") < new.index("FX = is_torch_fx_available()")
 
@@ -277,8 +263,7 @@ def test_vendored_helpers_bring_the_plain_imports_they_read(head, expected):
 
 
 def test_a_file_with_only_from_torch_import_nn_gets_import_torch_for_a_vendored_class():
-    code = d(
-        """\
+    code = d("""\
         from torch import nn
         from transformers.modeling_utils import SequenceSummary
 
@@ -287,8 +272,7 @@ def test_a_file_with_only_from_torch_import_nn_gets_import_torch_for_a_vendored_
             def __init__(self, config):
                 super().__init__()
                 self.summary = SequenceSummary(config)
-        """
-    )
+        """)
     new, applied, _ = run(code, "4.56", "CM402")
     assert applied == {"CM402": 1}
     compile(new, "v.py", "exec")
