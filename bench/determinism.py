@@ -37,7 +37,18 @@ def run_once(source: Path, copies: int, tier: str, jobs: int) -> tuple[set[str],
         for number in range(1, copies + 1):
             shutil.copyfile(source, folder / f"modeling_g{number:02d}.py")
         started = time.perf_counter()
-        command = [sys.executable, "-m", "cachemigrate.cli", "migrate", "-q", "-j", str(jobs), "--era", "4.52"]
+        command = [
+            sys.executable,
+            "-m",
+            "cachemigrate.cli",
+            "migrate",
+            "-q",
+            "--no-cache",
+            "-j",
+            str(jobs),
+            "--era",
+            "4.52",
+        ]
         completed = subprocess.run([*command, "--tier", tier, str(folder)], capture_output=True, text=True)
         seconds = time.perf_counter() - started
         if completed.returncode not in (0, 1):
