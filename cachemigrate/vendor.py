@@ -104,15 +104,15 @@ def closure(entries: Iterable[tuple[str, Path | None]]) -> list[tuple[str, str]]
 
 @functools.lru_cache(maxsize=None)
 def _plain_imports(path: Path) -> dict[str, str]:
-    """Name bound by a top-level ``import X`` of a vendor file -> ``X`` (``import torch``: "torch" -> "torch")."""
+    """Name bound by a top-level ``import X`` (or ``import X.y``) of a vendor file -> ``X``; aliased imports are
+    not followed (the vendor files write ``import torch``)."""
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
     found = {}
     for node in tree.body:
         if isinstance(node, ast.Import):
             for alias in node.names:
-                found[alias.asname or alias.name.split(".")[0]] = (
-                    alias.name if alias.asname else alias.name.split(".")[0]
-                )
+                if alias.asname is None:
+                    found[alias.name.split(".")[0]] = alias.name.split(".")[0]
     return found
 
 
