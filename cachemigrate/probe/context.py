@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .compare import past
 from .models import ModelClasses, build_pair
-from .tiny import tiny_config
+from .tiny import tiny_config, vocab_of
 
 PROMPT_LEN = 5
 STEPS = 3
@@ -24,7 +24,7 @@ class Probe:
         self.migr = migrated
         self.static = static
         self.seed = seed
-        self.vocab_size = tiny_config(original.config_class).vocab_size
+        self.vocab_size = vocab_of(tiny_config(original.config_class))
         self._pairs: dict = {}
 
     def control(self, side: str) -> "Probe":

@@ -21,7 +21,7 @@ from .context import Probe
 from .loading import ProbeSetupError, load_modeling_module, packages_for, unload_module
 from .models import build_original, discover, matching_classes
 from .report import ERROR, FAIL, PASS, SETUP_ERROR, SKIP, CheckResult
-from .tiny import tiny_config
+from .tiny import tiny_config, vocab_of
 
 
 def run_probe(
@@ -100,7 +100,7 @@ def _smoke(model) -> None:
     """One forward pass without a cache: a tiny config that does not fit the model fails here, once."""
     import torch
 
-    vocab = model.config.vocab_size
+    vocab = vocab_of(model.config)
     with torch.no_grad():
         model(input_ids=torch.randint(1, max(2, vocab - 1), (1, 3)), use_cache=False)
 
