@@ -40,7 +40,7 @@ from .results import FileResult, Options
 from .schema import ENGINE_FACTS, Era, Rule, RuleSet
 from .suppressed_edits import NOTHING, leave_out
 from .suppression import skips_file
-from .vendor import plan_helpers
+from .vendor import helper_imports, plan_helpers
 from .views import FileViews
 
 
@@ -178,8 +178,9 @@ def plan_rules(
     for action in actions:
         plan.extend(action.edits)
         found.extend(action.ctx.diagnostics)
-    plan.extend(plan_imports(module, era, imports))
     helpers = [(entry, action.rule.path) for action in actions for entry in action.helpers_needed()]
+    imports.extend(name for name in helper_imports(module, helpers) if name not in imports)
+    plan.extend(plan_imports(module, era, imports))
     plan.extend(plan_helpers(module, helpers, lambda code: format_statements(code, 0, options.line_length)))
     return plan, matched, found
 

@@ -21,7 +21,8 @@ def plan_imports(module: cst.Module, era: Era, names: list[str]) -> list[Splice]
     """Edits that add ``names`` to the imports at the top of ``module``.
 
     An entry is ``Name`` (from the era's cache module), ``module.path:Name`` (a module of transformers, e.g.
-    ``utils.deprecation:deprecate_kwarg``) or ``stdlib_module:Name`` (``typing:Optional``). transformers modules
+    ``utils.deprecation:deprecate_kwarg``), ``stdlib_module:Name`` (``typing:Optional``) or ``import module``
+    (``import torch``, kept once). transformers modules
     are imported in the style of the file's own: relative (``from ...cache_utils``) inside the transformers
     package, absolute elsewhere. ``AddImportsVisitor`` rewrites a copy of the module head; the statements it
     changed or added are found by comparing their code with the original head's, and become splices."""
@@ -35,6 +36,9 @@ def plan_imports(module: cst.Module, era: Era, names: list[str]) -> list[Splice]
     context = CodemodContext()
     present = _imported_names(module)
     for entry in names:
+        if entry.startswith("import "):  # a plain `import torch` (what vendored helpers read)
+            AddImportsVisitor.add_needed_import(context, entry[len("import ") :])
+            continue
         source, _, name = entry.rpartition(":")
         source = source or era.cache_module
         if (source, name) in present:  # AddImportsVisitor does not see relative imports it would duplicate

@@ -102,6 +102,65 @@ def closure(entries: Iterable[tuple[str, Path | None]]) -> list[tuple[str, str]]
     return ordered
 
 
+@functools.lru_cache(maxsize=None)
+def _plain_imports(path: Path) -> dict[str, str]:
+    """Name bound by a top-level ``import X`` (or ``import X.y``) of a vendor file -> ``X``; aliased imports are
+    not followed (the vendor files write ``import torch``)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    found = {}
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname is None:
+                    found[alias.name.split(".")[0]] = alias.name.split(".")[0]
+    return found
+
+
+def helper_imports(module: cst.Module, entries: list[tuple[str, Path | None]]) -> list[str]:
+    """``import X`` entries (for ``plan_imports``) of the modules that the vendored definitions to insert read, as
+    their vendor file imports them (``import torch``), where the file does not bind the name at its top level: a
+    file with only ``from torch import nn`` gets ``import torch`` for a vendored ``torch.nn.Module``."""
+    if not entries:
+        return []
+    defined = set().union(*(_top_level_names(s) for s in module.body)) if module.body else set()
+    bound = set().union(*(_bound_by(s) for s in module.body)) if module.body else set()
+    chosen = {name for name, _ in closure(entries) if name not in defined}  # as plan_helpers chooses them
+    needed: list[str] = []
+    for path in dict.fromkeys(vendor_file(e.partition(":")[0], p) for e, p in entries):
+        imports = _plain_imports(path)
+        for name, (_, reads) in _definitions(path).items():
+            if name in chosen:
+                for read in sorted(reads & set(imports) - bound):
+                    if f"import {imports[read]}" not in needed:
+                        needed.append(f"import {imports[read]}")
+    return needed
+
+
+def _bound_by(stmt: cst.CSTNode) -> set[str]:
+    """Top-level names a statement binds: definitions, assignments and imports."""
+    names = _top_level_names(stmt)
+    if isinstance(stmt, cst.SimpleStatementLine):
+        for small in stmt.body:
+            if isinstance(small, cst.Import):
+                for alias in small.names:
+                    if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                        names.add(alias.asname.name.value)
+                    elif alias.asname is None:
+                        names.add(_dotted_head(alias.name))
+            elif isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
+                for alias in small.names:
+                    bound = alias.asname.name if alias.asname is not None else alias.name
+                    if isinstance(bound, cst.Name):
+                        names.add(bound.value)
+    return names
+
+
+def _dotted_head(node: cst.BaseExpression) -> str:
+    while isinstance(node, cst.Attribute):
+        node = node.value
+    return node.value if isinstance(node, cst.Name) else ""
+
+
 def _top_level_names(stmt: cst.CSTNode) -> set[str]:
     if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
         return {stmt.name.value}

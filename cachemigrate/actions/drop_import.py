@@ -75,4 +75,6 @@ def _without(node: cst.ImportFrom, gone: set[str]) -> cst.ImportFrom:
     kept = [alias for alias in node.names if not (isinstance(alias.name, cst.Name) and alias.name.value in gone)]
     if node.rpar is None:  # no parentheses: no trailing comma
         kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    elif kept[-1] is not node.names[-1]:  # the last name went: its comma (and the line break before `)`) stays
+        kept[-1] = kept[-1].with_changes(comma=node.names[-1].comma)
     return node.with_changes(names=kept)

@@ -40,6 +40,8 @@ class ReplaceClassStatements(Action):
 
 
 class _Planner(Planner):
+    CLASS_LEVEL = True  # class bodies are edited: visited without a function in scope
+
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         if self.function_stack or len(self.class_stack) != 1 or node.name.value not in self.ctx.classes:
             return

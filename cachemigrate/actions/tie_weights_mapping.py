@@ -50,6 +50,8 @@ def _returned_self_path(cls: cst.ClassDef | None, method: str) -> str | None:
 
 
 class _Planner(Planner):
+    CLASS_LEVEL = True  # class bodies are edited: visited without a function in scope
+
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         if self.function_stack or len(self.class_stack) != 1 or node.name.value not in self.ctx.classes:
             return
