@@ -29,6 +29,8 @@ from .layout import TensorLayout
 ATTENTION_FILTERS = ("key_to_cache", "value_to_cache", "key_from_cache", "value_from_cache")
 MODEL_FILTERS = ("legacy_to_cache", "cache_to_legacy")
 FILTERS = frozenset(ATTENTION_FILTERS + MODEL_FILTERS)
+# API names the code a filter writes may use (for the check that a rule writes nothing an era's runtime lacks)
+FILTER_WRITES = {"cache_to_legacy": ("to_legacy_cache",)}
 
 
 class Unconvertible(Exception):
