@@ -38,6 +38,7 @@ import libcst.matchers as m
 from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
 
 from .patterns import code_of
+from .roles import assign_roles
 
 CONSUMING_BUILTINS = frozenset(
     {"zip", "len", "enumerate", "tuple", "list", "iter", "map", "reversed", "sum", "any", "all", "sorted", "next"}
@@ -205,6 +206,8 @@ class _UseCollector(cst.CSTVisitor):
         kind, context = self.classify(node, parent)
         if kind == "alias":
             self.names.update(self._alias_targets(node, context))
+        elif kind == "legacy":
+            self.names.update(self._part_targets(context))
         stmt = context
         while stmt is not None and not isinstance(stmt, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
             stmt = self.parent(stmt)
@@ -306,6 +309,18 @@ class _UseCollector(cst.CSTVisitor):
             holder = self.parent(parent)  # the right operand is a truth test only where the whole is one
             return self._is_truth_test(parent, holder) if holder is not None else False
         return False
+
+    def _part_targets(self, context: cst.CSTNode) -> list[str]:
+        """``part = C[:2] if C is not None else None`` (or ``part = C[-2:]``): a slice of a layer's past is a part
+        of the cache (its self- or cross-attention half), handed on like the cache itself."""
+        if not (isinstance(context, cst.Subscript) and any(isinstance(e.slice, cst.Slice) for e in context.slice)):
+            return []
+        holder = self.parent(context)
+        if isinstance(holder, cst.IfExp) and holder.body is context:
+            holder = self.parent(holder)
+        if isinstance(holder, cst.Assign) and holder.value in (context, self.parent(context)):
+            return self._alias_targets(context, holder)
+        return []
 
     def _alias_targets(self, node: cst.Name, assign: cst.CSTNode) -> list[str]:
         if not isinstance(assign, cst.Assign):
@@ -458,70 +473,6 @@ class _Structure:
         return []
 
 
-def _assign_roles(classes: dict[str, ClassInfo]) -> dict[str, list[str]]:
-    def forward(cls: ClassInfo) -> FunctionInfo | None:
-        return cls.methods.get("forward")
-
-    # A class that holds a ModuleList is a container of layers, never the attention itself.
-    attention = [
-        c.name
-        for c in classes.values()
-        if forward(c) and forward(c).cache_params and forward(c).legacy() and not c.module_lists
-    ]
-    # Blocks hand their cache to an attention or to another block (GPT-Neo: block -> attention wrapper ->
-    # self-attention), found to a fixed point; the file order is kept.
-    carriers: set[str] = set()
-    while True:
-        found = set(carriers)
-        for c in classes.values():
-            fwd = forward(c)
-            if c.name in attention or c.name in found or not fwd or not fwd.cache_params or c.module_lists:
-                continue
-            targets = set(attention) | found
-            attrs = {f"self.{a}" for a, ks in c.choices.items() if set(ks) & targets}
-            if attrs & fwd.passes_to_self_attr():
-                found.add(c.name)
-        if found == carriers:
-            break
-        carriers = found
-    blocks = [name for name in classes if name in carriers]
-    base_models = [
-        c.name
-        for c in classes.values()
-        if forward(c) and forward(c).cache_params and set(c.module_lists.values()) & set(blocks)
-    ]
-    pretrained: list[str] = []
-    for name in base_models:
-        for base in classes[name].bases:
-            if base in classes and base not in pretrained:
-                pretrained.append(base)
-
-    def derives(c: ClassInfo, roots: list[str], seen: frozenset = frozenset()) -> bool:
-        return any(
-            b in roots or (b in classes and b not in seen and derives(classes[b], roots, seen | {b})) for b in c.bases
-        )
-
-    heads = [
-        c.name
-        for c in classes.values()
-        if c.name not in base_models
-        and c.name not in pretrained
-        and derives(c, pretrained)
-        and (
-            (forward(c) and forward(c).cache_params)
-            or "prepare_inputs_for_generation" in c.methods
-            or "_reorder_cache" in c.methods
-        )
-    ]
-    return {
-        "attention": attention,
-        "block": blocks,
-        "base_model": base_models,
-        "pretrained": pretrained,
-        "head": heads,
-    }
-
-
 def analyze(module: cst.Module, cache_names: Sequence[str]) -> ModuleInfo:
     """Classes, functions, cache uses and roles of a parsed module.
 
@@ -538,7 +489,7 @@ def analyze(module: cst.Module, cache_names: Sequence[str]) -> ModuleInfo:
         collector = _UseCollector(wrapper, info, names)
         node.body.visit(collector)
         info.cache_names = set(collector.names)
-    roles = _assign_roles(structure.classes)
+    roles = assign_roles(structure.classes)
     return ModuleInfo(structure.classes, structure.functions, roles, module_globals(module))
 
 
