@@ -52,10 +52,24 @@ class _Planner(Planner):
     def _callee(self, call: cst.Call) -> str:
         return code_of(call.func)
 
+    def _builds(self, node: cst.Call, classes: set[str]) -> bool:
+        """The call builds a module of one of ``classes``: ``Attention(...)``, or ``self.attr = TABLE[key](...)``
+        (or ``A(...) if c else B(...)``) where the analysis found the classes ``attr`` can be."""
+        if self._callee(node) in classes:
+            return True
+        owner = self.ctx.info.classes.get(self.current_class)
+        holder = next((n for n in reversed(self.stack[:-1]) if not isinstance(n, cst.IfExp)), None)
+        if owner is None or not isinstance(holder, cst.Assign) or len(holder.targets) != 1:
+            return False
+        target = holder.targets[0].target
+        if not m.matches(target, m.Attribute(value=m.Name("self"))):
+            return False
+        built = set(owner.choices.get(target.attr.value, ())) & classes
+        return bool(built) and not isinstance(node.func, (cst.Name, cst.Attribute))  # a table or `(A if c else B)`
+
     def visit_Call(self, node: cst.Call) -> None:
-        callee = self._callee(node)
         inner = self.attention | self.blocks  # a block may hold an attention or another block (a wrapper)
-        if self._in_init(self.blocks) and callee in inner and not _has_keyword(node, self.name):
+        if self._in_init(self.blocks) and self._builds(node, inner) and not _has_keyword(node, self.name):
             self.action.changes += 1
             name = self.name
             self.replace(node, lambda updated, _: _with_keyword(updated, name, cst.Name(name)), reformat=True)
