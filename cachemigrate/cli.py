@@ -7,6 +7,7 @@ Exit codes: 0 all good; 1 ``--check`` found files that would change, or some fil
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import click
