@@ -15,6 +15,7 @@ from ..patterns import (
 )
 from .base import Action, Planner, captured_nodes
 from .helpers import CACHE_GUARD, check_templates, rule_templates
+from .scope import PARAM as INSIDE_IF, IfScope, check_inside_if
 
 
 class ReplaceExpression(Action):
@@ -29,6 +30,7 @@ class ReplaceExpression(Action):
             "statement template(s): rewrite only what comes before the first place they match in the function "
             "(e.g. a past length read before the cache is updated)",
         ),
+        "inside_if": INSIDE_IF,
     }
 
     @classmethod
@@ -39,12 +41,14 @@ class ReplaceExpression(Action):
                 compile_statements(rule.params["only_before"])
             except TemplateError as exc:
                 raise check.fail("params.only_before", f"a valid statement template ({exc})") from None
+        check_inside_if(check, rule)
 
     def __init__(self, rule, ctx) -> None:
         super().__init__(rule, ctx)
         self.patterns = [compile_expression(t) for t in rule_templates(rule)]
         self.types = {type(p.matchers[0]).__name__ for p in self.patterns}
         self.barrier = compile_statements(rule.params["only_before"]) if "only_before" in rule.params else None
+        self.scope = IfScope(rule.params.get("inside_if"))
 
     def planner(self) -> Planner:
         return _Planner(self)
@@ -98,6 +102,8 @@ class _Planner(Planner):
         if type(view).__name__ not in action.types:
             return True
         bound = self.bound()
+        if not action.scope.holds(self.stack, self.view, bound):
+            return True
         for pattern in action.patterns:
             captures = match_expression(pattern, view, bound)
             if captures is None:
