@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from .compare import past
 from .models import ModelClasses, build_pair
+from .seq2seq import build_cross_pair, cross_targets, encoder_states
 from .tiny import tiny_config
 
 PROMPT_LEN = 5
@@ -48,6 +49,29 @@ class Probe:
     @property
     def has_head(self) -> bool:
         return self.orig.head_class is not None
+
+    # -- decoders with cross-attention (see .seq2seq) ----------------------------------------------------------------
+
+    @property
+    def cross_targets(self) -> list:
+        """The seq2seq head and/or the causal head with encoder inputs, of both files (CrossTarget each)."""
+        if not hasattr(self, "_cross_targets"):
+            self._cross_targets = cross_targets(self.orig, self.migr)
+        return self._cross_targets
+
+    def cross_pair(self, target, attn: str = "eager", *, torchscript: bool = False, fresh: bool = False):
+        """(original, migrated) models of a CrossTarget with one shared state_dict; cached unless ``fresh``."""
+        key = (target.kind, attn, torchscript)
+        if fresh or key not in self._pairs:
+            built = build_cross_pair(target, self.seed, attn, torchscript)
+            if fresh:
+                return built
+            self._pairs[key] = built
+        return self._pairs[key]
+
+    def states(self, target, model, batch: int = 2, salt: int = 0):
+        """Random encoder states (batch, ENCODER_LEN, width) that both models of ``target`` attend to."""
+        return encoder_states(self.seed, batch, target.width(model), salt=salt)
 
     # -- inputs ------------------------------------------------------------------------------------------------------
 

@@ -22,6 +22,12 @@ class ModelClasses:
     head_class: type | None  # a GenerationMixin causal-LM head, or None
     base_class: type  # the model holding the blocks; what the head wraps as ``base_model``
     module_name: str
+    seq2seq_class: type | None = None  # an encoder-decoder head (its forward takes ``decoder_input_ids``), or None
+
+    @property
+    def decoder_only(self) -> bool:
+        """The base model (or head) runs on ``input_ids`` alone; an encoder-decoder base model does not."""
+        return self.head_class is not None or self.seq2seq_class is None
 
     @property
     def model_class(self) -> type:
@@ -48,7 +54,12 @@ def _is_generation_head(cls) -> bool:
     """
     from transformers import GenerationMixin, PreTrainedModel
 
-    return any(GenerationMixin in klass.__bases__ for klass in cls.__mro__ if klass is not PreTrainedModel)
+    own = [klass for klass in cls.__mro__ if klass.__module__ == cls.__module__]
+    if any(GenerationMixin in klass.__bases__ for klass in cls.__mro__ if klass is not PreTrainedModel):
+        return True
+    # heads written before 4.45 (or that forgot the mixin) generate through PreTrainedModel's GenerationMixin;
+    # they show it by defining the generation hooks themselves
+    return any("prepare_inputs_for_generation" in vars(k) or "_reorder_cache" in vars(k) for k in own)
 
 
 def _forward_params(cls) -> list[str]:
@@ -66,10 +77,13 @@ def discover(module) -> ModelClasses:
     config_class = max(set(configs), key=configs.count)
     with_past = [c for c in models if "past_key_values" in _forward_params(c)]
     heads = [c for c in with_past if _is_generation_head(c)]
-    head = min(heads, key=lambda c: len(_forward_params(c))) if heads else None
-    if head is not None:
-        base = type(head(tiny_config(config_class)).base_model)
-        return ModelClasses(config_class, head, base, module.__name__)
+    seq2seq = [c for c in heads if "decoder_input_ids" in _forward_params(c)]
+    causal = [c for c in heads if c not in seq2seq]
+    head = min(causal, key=lambda c: len(_forward_params(c))) if causal else None
+    seq2seq_head = min(seq2seq, key=lambda c: len(_forward_params(c))) if seq2seq else None
+    if head is not None or seq2seq_head is not None:
+        base = type((head or seq2seq_head)(tiny_config(config_class)).base_model)
+        return ModelClasses(config_class, head, base, module.__name__, seq2seq_head)
     for cls in with_past:
         model = cls(tiny_config(config_class))
         if model.base_model is model and any(isinstance(m, nn.ModuleList) for m in model.children()):
@@ -82,7 +96,8 @@ def matching_classes(original: ModelClasses, module) -> ModelClasses:
     try:
         head = getattr(module, original.head_class.__name__) if original.head_class else None
         base = getattr(module, original.base_class.__name__)
-        return ModelClasses(base.config_class, head, base, module.__name__)
+        seq2seq = getattr(module, original.seq2seq_class.__name__) if original.seq2seq_class else None
+        return ModelClasses(base.config_class, head, base, module.__name__, seq2seq)
     except AttributeError:
         return discover(module)
 

@@ -6,13 +6,16 @@ import inspect
 
 from ..compare import CheckFailed, CheckSkipped, clone, expect_same, one_line, structure_diff
 from ..context import PROMPT_LEN
-from .registry import check
+from .registry import check, needs_decoder_only
 
 
 def _positional_args(function, values: dict) -> list:
     """Positional arguments for ``function`` (a bound forward) carrying ``values``; gaps get the defaults."""
     params = list(inspect.signature(function).parameters.values())
-    last = max(i for i, p in enumerate(params) if p.name in values)
+    named = [i for i, p in enumerate(params) if p.name in values]
+    if not named:
+        raise CheckSkipped(f"the forward takes ({', '.join(str(p) for p in params)}): no named parameter to fill")
+    last = max(named)
     args = []
     for param in params[: last + 1]:
         if param.kind not in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD):
@@ -22,7 +25,7 @@ def _positional_args(function, values: dict) -> list:
     return args
 
 
-@check()
+@check(needs_decoder_only)
 def positional_call(probe) -> str:
     """Positional calls in the ORIGINAL signature order: (input_ids, past_key_values, attention_mask)."""
     import torch
@@ -42,7 +45,7 @@ def positional_call(probe) -> str:
     return f"{' and '.join(t[0] for t in targets)} called with {len(args)} positional args: identical"
 
 
-@check()
+@check(needs_decoder_only)
 def jit_trace_tuple(probe) -> str:
     """torch.jit.trace with a tuple past; the traced migrated model matches the eager original on new inputs."""
     import torch
