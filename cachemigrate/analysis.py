@@ -443,6 +443,11 @@ class _Structure:
             func=m.Attribute(attr=m.Name("ModuleList")) | m.Name("ModuleList"),
             args=[m.Arg(m.ListComp(elt=built) | m.GeneratorExp(elt=built) | m.List([m.Element(built)]))],
         )
+        appended = self._appended(init)
+        module_list_of = m.Attribute(attr=m.Name("ModuleList")) | m.Name("ModuleList")
+        filled = m.Call(func=module_list_of, args=[]) | m.Call(
+            func=module_list_of, args=[m.Arg(m.SaveMatchedNode(m.Name(), "list"))]
+        )
         for assign in m.findall(init, m.Assign(targets=[self_attr])):
             target = m.extract(assign.targets[0], self_attr)
             attr = target["attr"].value
@@ -450,10 +455,32 @@ class _Structure:
             if found:
                 cls.module_lists[attr] = _dotted(found["cls"])
                 continue
+            # `self.layers = nn.ModuleList()` then `self.layers.append(Layer(...))` in a loop (NLLB-MoE), or a local
+            # list filled by `layers.append(Layer(...))` and wrapped: `self.layers = nn.ModuleList(layers)`
+            found = m.extract(assign.value, filled)
+            if found is not None:
+                holder = f"self.{attr}" if "list" not in found else found["list"].value
+                if holder in appended:
+                    cls.module_lists[attr] = appended[holder]
+                continue
             classes = self._built_classes(assign.value)
             if classes:
                 cls.submodules[attr] = classes[0]
                 cls.choices[attr] = classes
+
+    def _appended(self, init: cst.FunctionDef) -> dict[str, str]:
+        """``holder.append(Cls(...))`` calls in a loop of ``init``: holder code (``self.layers``, ``layers``) ->
+        the class of the modules appended."""
+        call = m.Call(
+            func=m.Attribute(value=m.SaveMatchedNode(m.Name() | m.Attribute(), "holder"), attr=m.Name("append")),
+            args=[m.Arg(m.Call(func=m.SaveMatchedNode(m.Name() | m.Attribute(), "cls")))],
+        )
+        found: dict[str, str] = {}
+        for loop in m.findall(init, m.For()):
+            for node in m.findall(loop.body, call):
+                captured = m.extract(node, call)
+                found.setdefault(_dotted(captured["holder"]), _dotted(captured["cls"]))
+        return found
 
     def _built_classes(self, value: cst.BaseExpression) -> list[str]:
         """The classes an expression builds a module from: ``A(...)``, ``A(...) if c else B(...)``,

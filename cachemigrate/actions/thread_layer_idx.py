@@ -67,7 +67,36 @@ class _Planner(Planner):
         built = set(owner.choices.get(target.attr.value, ())) & classes
         return bool(built) and not isinstance(node.func, (cst.Name, cst.Attribute))  # a table or `(A if c else B)`
 
+    def _appended_in_loop(self, node: cst.Call) -> None:
+        """``self.layers.append(Block(...))`` (or ``layers.append(...)``) in a ``for`` over ``range`` of the base
+        model's ``__init__``: the block gets ``layer_idx=<loop variable>`` (a ``_`` loop variable is renamed)."""
+        if not m.matches(node, m.Call(func=m.Attribute(attr=m.Name("append")), args=[m.Arg(m.Call())])):
+            return
+        block = node.args[0].value
+        if self._callee(block) not in self.blocks or _has_keyword(block, self.name):
+            return
+        loop = next((n for n in reversed(self.stack) if isinstance(n, cst.For)), None)
+        if (
+            loop is None
+            or not m.matches(loop.iter, m.Call(func=m.Name("range")))
+            or not isinstance(loop.target, cst.Name)
+        ):
+            self.action.ctx.error(
+                self.action.rule,
+                self.current_function,
+                f"cannot pass `{self.name}` to {self._callee(block)}: it is not appended in a `for` over range(...)",
+            )
+            return
+        name = self.name
+        variable = name if loop.target.value == "_" else loop.target.value
+        self.action.changes += 1
+        self.replace(block, lambda updated, _: _with_keyword(updated, name, cst.Name(variable)), reformat=True)
+        if loop.target.value == "_":
+            self.replace(loop.target, lambda updated, _: cst.Name(name))
+
     def visit_Call(self, node: cst.Call) -> None:
+        if self._in_init(self.models):
+            self._appended_in_loop(node)
         inner = self.attention | self.blocks  # a block may hold an attention or another block (a wrapper)
         if self._in_init(self.blocks) and self._builds(node, inner) and not _has_keyword(node, self.name):
             self.action.changes += 1
