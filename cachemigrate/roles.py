@@ -1,16 +1,19 @@
 """Roles of the classes of a modeling file, from how they hand the cache on (class names never matter).
 
-  attention   reads its cache parameter as a tuple (indexing, ``torch.cat``...) and hands it to no other
-              attention or block
-  block       hands its cache parameter (or a part of it: Bart's decoder layer splits the layer past into a
-              self-attention part ``[:2]`` and a cross-attention part ``[-2:]``) to ``self.<attr>(...)``, where
-              ``<attr>`` is built from an attention or another block in ``__init__``
-  base_model  builds an ``nn.ModuleList`` of blocks and has a cache parameter
-  pretrained  the ``PreTrainedModel`` class of the file: the in-file base of the base model, or of the classes
-              that wrap it (Bert's encoder is a plain module, wrapped by ``BertModel(BertPreTrainedModel)``)
-  head        other subclasses of ``pretrained`` that take a cache, or define ``prepare_inputs_for_generation``
-              or ``_reorder_cache``; a wrapper of the base model that reads the past (``BertModel`` reads its
-              length) is a head, not an attention
+attention   reads its cache parameter as a tuple (indexing, ``torch.cat``...) and hands it to no other
+            attention or block
+block       hands its cache parameter (or a part of it: Bart's decoder layer splits the layer past into a
+            self-attention part ``[:2]`` and a cross-attention part ``[-2:]``) to ``self.<attr>(...)``, where
+            ``<attr>`` is built from an attention or another block in ``__init__``
+base_model  builds an ``nn.ModuleList`` of blocks and has a cache parameter
+pretrained  the ``PreTrainedModel`` class of the file: the in-file base of the base model, or of the classes
+            that wrap it (Bert's encoder is a plain module, wrapped by ``BertModel(BertPreTrainedModel)``)
+head        other subclasses of ``pretrained`` that take a cache, or define ``prepare_inputs_for_generation``
+            or ``_reorder_cache``; a wrapper of the base model that reads the past (``BertModel`` reads its
+            length) is a head, not an attention
+reader      a class outside the layer stack whose only tuple use of the cache is reading the past length
+            (``past_key_values[0][0].shape[2]``): ``BertModel``, SpeechT5's text prenet, positional embeddings.
+            It reads the cache it is handed, before the stack turns a tuple into a Cache.
 """
 
 from __future__ import annotations
@@ -48,6 +51,29 @@ def _passing(classes: dict, targets: set[str], exclude: set[str], allow_lists: b
         found = more
 
 
+def _length_reads(fn: "FunctionInfo") -> set:
+    """The Name nodes of ``C[0][0].shape[k]`` / ``C[0][0].size(k)`` reads of a cache variable in ``fn``."""
+    import libcst as cst
+    import libcst.matchers as m
+
+    cache = m.Name(m.MatchIfTrue(lambda name: name in (fn.cache_names or set(fn.cache_params))))
+    tensor = m.Subscript(value=m.Subscript(value=cache))
+    read = m.Subscript(value=m.Attribute(value=tensor, attr=m.Name("shape"))) | m.Call(
+        func=m.Attribute(value=tensor, attr=m.Name("size"))
+    )
+    found = set()
+    for node in m.findall(fn.node, read):
+        subscript = node.value.value if isinstance(node, cst.Subscript) else node.func.value
+        found.add(subscript.value.value)
+    return found
+
+
+def _reads_only_length(cls: "ClassInfo") -> bool:
+    fwd = _forward(cls)
+    legacy = {use.node for use in fwd.legacy()} if fwd else set()
+    return bool(legacy) and legacy <= _length_reads(fwd)
+
+
 def assign_roles(classes: dict[str, "ClassInfo"]) -> dict[str, list[str]]:
     # Classes that hold a ModuleList of cache-taking modules: containers of layers (the base model, loosely)
     containers = {
@@ -58,10 +84,17 @@ def assign_roles(classes: dict[str, "ClassInfo"]) -> dict[str, list[str]]:
     # ... and the classes wrapping them (Bert's BertModel around BertEncoder; heads around a model)
     wrappers = _passing(classes, containers, containers, allow_lists=True)
     # A class that holds a ModuleList is a container of layers, never the attention itself.
+    readers = [
+        c.name for c in classes.values() if c.name not in containers and _takes_cache(c) and _reads_only_length(c)
+    ]
     candidates = [
         c.name
         for c in classes.values()
-        if _takes_cache(c) and _forward(c).legacy() and not c.module_lists and c.name not in wrappers
+        if _takes_cache(c)
+        and _forward(c).legacy()
+        and not c.module_lists
+        and c.name not in wrappers
+        and c.name not in readers
     ]
     # Blocks hand their cache to an attention or to another block (GPT-Neo: block -> attention wrapper ->
     # self-attention), found to a fixed point; the file order is kept.
@@ -101,4 +134,5 @@ def assign_roles(classes: dict[str, "ClassInfo"]) -> dict[str, list[str]]:
         "base_model": base_models,
         "pretrained": pretrained,
         "head": heads,
+        "reader": readers,
     }
