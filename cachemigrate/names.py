@@ -47,6 +47,8 @@ def free_names(function: cst.CSTNode, module_names: set[str]) -> set[str]:
     return _read(function) - _bound(function) - module_names - _BUILTINS
 
 
-def newly_unbound(before: cst.CSTNode, after: cst.CSTNode, module_before: set[str], module_after: set[str]) -> set[str]:
+def newly_unbound(
+    before: cst.CSTNode, after: cst.CSTNode, module_before: set[str], module_after: set[str]
+) -> set[str]:
     """Names the migrated function reads that nothing binds, and that were bound (or not read) before."""
     return free_names(after, module_after) - free_names(before, module_before)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
+from ..edits import Replace
 from ..patterns import code_of
 from .add_parameter import add_parameter, has_parameter
 from .base import Action, Planner
@@ -91,8 +92,11 @@ class _Planner(Planner):
         variable = name if loop.target.value == "_" else loop.target.value
         self.action.changes += 1
         self.replace(block, lambda updated, _: _with_keyword(updated, name, cst.Name(variable)), reformat=True)
-        if loop.target.value == "_":
-            self.replace(loop.target, lambda updated, _: cst.Name(name))
+        if loop.target.value == "_":  # the loop is an ancestor of this call: its target is not below the node visited
+            ancestors = tuple(self.stack[: self.stack.index(loop) + 1])
+            rename = Replace(self.action.rule.id, loop.target, lambda updated, _: cst.Name(name), ancestors)
+            if not any(isinstance(e, Replace) and e.node is loop.target for e in self.action.edits):
+                self.action.edits.append(rename)
 
     def visit_Call(self, node: cst.Call) -> None:
         if self._in_init(self.models):

@@ -4,7 +4,8 @@ far and the inputs."""
 from __future__ import annotations
 
 from .compare import past
-from .models import ModelClasses, build_pair
+from .compare import one_line
+from .models import ModelClasses, build_original, build_pair
 from .seq2seq import build_cross_pair, cross_targets, encoder_states
 from .tiny import tiny_config
 
@@ -27,6 +28,7 @@ class Probe:
         self.seed = seed
         self.vocab_size = tiny_config(original.config_class).vocab_size
         self._pairs: dict = {}
+        self._buildable: dict = {}
 
     def control(self, side: str) -> "Probe":
         """A probe that compares one side's file with itself ("original" or "migrated"): what that file does alone."""
@@ -68,6 +70,17 @@ class Probe:
                 return built
             self._pairs[key] = built
         return self._pairs[key]
+
+    def cross_unbuildable(self, target) -> str | None:
+        """Why the ORIGINAL side of ``target`` cannot be built as a tiny model (MusicGen's seq2seq head wants a
+        composite config of three sub-models), or None."""
+        if target.kind not in self._buildable:
+            try:
+                build_original(target.orig, target.config(), self.seed)
+                self._buildable[target.kind] = None
+            except Exception as exc:  # noqa: BLE001
+                self._buildable[target.kind] = f"no tiny model of the original: {one_line(exc)}"
+        return self._buildable[target.kind]
 
     def states(self, target, model, batch: int = 2, salt: int = 0):
         """Random encoder states (batch, ENCODER_LEN, width) that both models of ``target`` attend to."""

@@ -80,8 +80,10 @@ def cross_targets(original: ModelClasses, migrated: ModelClasses) -> list[CrossT
 
 
 def _as_model(classes: ModelClasses, kind: str) -> ModelClasses:
-    """The classes with the seq2seq head as the model to instantiate."""
-    return ModelClasses(classes.config_class, classes.seq2seq_class, classes.base_class, classes.module_name)
+    """The classes with the seq2seq head as the model to instantiate, with its own config class (MusicGen's
+    seq2seq head takes a composite config; its decoder head the decoder's)."""
+    config_class = getattr(classes.seq2seq_class, "config_class", None) or classes.config_class
+    return ModelClasses(config_class, classes.seq2seq_class, classes.base_class, classes.module_name)
 
 
 def build_cross_pair(target: CrossTarget, seed: int, attn: str = "eager", torchscript: bool = False):

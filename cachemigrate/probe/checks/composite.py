@@ -30,7 +30,12 @@ def encoder_decoder_model(probe) -> str:
     kinds = set()
     for beams in (1, 3):
         kwargs = dict(
-            decoder_input_ids=start, max_new_tokens=MAX_NEW_TOKENS, do_sample=False, num_beams=beams, pad_token_id=0
+            decoder_input_ids=start,
+            decoder_start_token_id=1,
+            max_new_tokens=MAX_NEW_TOKENS,
+            do_sample=False,
+            num_beams=beams,
+            pad_token_id=0,
         )
         expected = models[0].generate(ids, **kwargs)
         with recording_past_types(decoder_m) as seen:

@@ -111,4 +111,9 @@ def needs_encoder_decoder_decoder(probe) -> str | None:
     params = inspect.signature(head.forward).parameters
     if "encoder_hidden_states" not in params or "encoder_attention_mask" not in params:
         return f"{head.__name__} takes no encoder_hidden_states/encoder_attention_mask"
+    from transformers import CONFIG_MAPPING
+
+    model_type = getattr(probe.orig.config_class, "model_type", "")
+    if model_type not in CONFIG_MAPPING:
+        return f"EncoderDecoderModel cannot build a config for model type {model_type!r} (not an AutoConfig type)"
     return None
