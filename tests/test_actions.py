@@ -166,6 +166,27 @@ def test_replace_expression_skips_the_tuple_branch_of_a_cache_guard():
     assert changes == 0 and twice == once
 
 
+def test_replace_expression_keeping_the_match_does_not_wrap_its_own_output_again():
+    """``{matched} and ...`` holds the pattern again: a second run leaves it, a first run still finds the
+    pattern elsewhere in the same chain."""
+    rule = make_rule(
+        "replace_expression",
+        {"pattern": "cross and {cache} is not None", "replacement": "{matched} and written.get(0)"},
+    )
+    source = "def forward(x, past=None):\n    if cross and past is not None and x:\n        return past\n"
+    once, changes, _ = run(source, rule)
+    assert changes == 1
+    assert (
+        once
+        == "def forward(x, past=None):\n    if cross and past is not None and written.get(0) and x:\n        return past\n"
+    )
+    twice, changes, _ = run(once, rule)
+    assert changes == 0 and twice == once
+    other = "def forward(x, past=None):\n    if cross and past is not None and other.get(0):\n        return past\n"
+    _, changes, _ = run(other, rule)
+    assert changes == 1
+
+
 def test_replace_expression_wraps_a_too_long_line():
     rule = make_rule(
         "replace_expression", {"pattern": "{cache}[0]", "replacement": "{cache}.layers_first_entry_with_a_long_name()"}

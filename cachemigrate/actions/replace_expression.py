@@ -10,6 +10,7 @@ from ..patterns import (
     compile_expression,
     compile_statements,
     fill_expression,
+    holes,
     match_expression,
     match_statements,
 )
@@ -49,6 +50,18 @@ class ReplaceExpression(Action):
         self.types = {type(p.matchers[0]).__name__ for p in self.patterns}
         self.barrier = compile_statements(rule.params["only_before"]) if "only_before" in rule.params else None
         self.scope = IfScope(rule.params.get("inside_if"))
+        # a replacement that keeps the matched code (`{matched} and ...`) holds the pattern again: an expression
+        # that already reads as the replacement around a match is the rule's own output, not rewritten again
+        replacement = rule.params["replacement"]
+        self.output = compile_expression(replacement) if "matched" in holes(replacement) else None
+
+    def is_output(self, view, bound) -> bool:
+        if self.output is None:
+            return False
+        captures = match_expression(self.output, view, bound)
+        if captures is None or "matched" not in captures:
+            return False
+        return any(match_expression(p, captures["matched"], bound) is not None for p in self.patterns)
 
     def planner(self) -> Planner:
         return _Planner(self)
@@ -99,9 +112,11 @@ class _Planner(Planner):
             return True
         action: ReplaceExpression = self.action
         view = self.view(node)
+        bound = self.bound()
+        if action.is_output(view, bound):
+            return False
         if type(view).__name__ not in action.types:
             return True
-        bound = self.bound()
         if not action.scope.holds(self.stack, self.view, bound):
             return True
         for pattern in action.patterns:
