@@ -187,6 +187,31 @@ def test_replace_expression_keeping_the_match_does_not_wrap_its_own_output_again
     assert changes == 1
 
 
+@pytest.mark.parametrize(
+    "line, expected",
+    [
+        ("n = 1 + past[0][0].shape[2] * 2", "n = 1 + (past.n() if isinstance(past, Cache) else past[0][0].shape[2]) * 2"),
+        ("n = -past[0][0].shape[2]", "n = -(past.n() if isinstance(past, Cache) else past[0][0].shape[2])"),
+        ("n = past[0][0].shape[2] if past is not None else 0",
+         "n = (past.n() if isinstance(past, Cache) else past[0][0].shape[2]) if past is not None else 0"),
+        ("n = f(past[0][0].shape[2])", "n = f(past.n() if isinstance(past, Cache) else past[0][0].shape[2])"),
+        ("n = past[0][0].shape[2]", "n = past.n() if isinstance(past, Cache) else past[0][0].shape[2]"),
+    ],
+)  # fmt: skip
+def test_replace_expression_parenthesises_a_loose_replacement_of_an_operand(line, expected):
+    """The written code groups as the planned tree: a conditional that replaces an operand gets parentheses."""
+    rule = make_rule(
+        "replace_expression",
+        {
+            "pattern": "{cache}[0][0].shape[2]",
+            "replacement": "{cache}.n() if isinstance({cache}, Cache) else {matched}",
+        },
+    )
+    code, changes, _ = run(f"def forward(x, past=None):\n    {line}\n    return n\n", rule)
+    assert changes == 1
+    assert code.splitlines()[1] == f"    {expected}"
+
+
 def test_replace_expression_wraps_a_too_long_line():
     rule = make_rule(
         "replace_expression", {"pattern": "{cache}[0]", "replacement": "{cache}.layers_first_entry_with_a_long_name()"}

@@ -18,6 +18,37 @@ from .base import Action, Planner, captured_nodes
 from .helpers import CACHE_GUARD, check_templates, rule_templates
 from .scope import PARAM as INSIDE_IF, IfScope, check_inside_if
 
+# expressions that bind more loosely than an operand: where the match was an operand, the replacement gets
+# parentheses, or the rendered code would group differently than the planned tree
+LOOSE = (
+    cst.IfExp,
+    cst.Lambda,
+    cst.NamedExpr,
+    cst.BooleanOperation,
+    cst.UnaryOperation,
+    cst.Comparison,
+    cst.BinaryOperation,
+)
+
+
+def _is_operand(node: cst.CSTNode, parent: cst.CSTNode | None) -> bool:
+    """``node`` is an operand of an operator (or the object of an attribute, subscript, call or await)."""
+    if isinstance(parent, (cst.BinaryOperation, cst.UnaryOperation, cst.BooleanOperation, cst.IfExp)):
+        return True
+    if isinstance(parent, (cst.Comparison, cst.ComparisonTarget, cst.Await)):
+        return True
+    if isinstance(parent, (cst.Attribute, cst.Subscript)):
+        return parent.value is node
+    return isinstance(parent, cst.Call) and parent.func is node
+
+
+def _groups_alike(new: cst.BaseExpression, parent: cst.CSTNode) -> bool:
+    """``a and b`` as an operand of ``... and c`` (or of an ``or``, which binds more loosely) reads the same
+    without parentheses."""
+    if not isinstance(new, cst.BooleanOperation) or not isinstance(parent, cst.BooleanOperation):
+        return False
+    return type(new.operator) is type(parent.operator) or isinstance(parent.operator, cst.Or)
+
 
 class ReplaceExpression(Action):
     name = "replace_expression"
@@ -128,11 +159,19 @@ class _Planner(Planner):
 
             captures = {name: self.originals(value) for name, value in captures.items()}
 
-            def build(updated, resolve, captures=captures, bound=bound):
+            parent = self.stack[-2] if len(self.stack) > 1 else None
+            operand = parent if _is_operand(node, parent) else None
+
+            def build(updated, resolve, captures=captures, bound=bound, operand=operand):
                 # {matched}: the matched expression itself, as the user wrote it (with the edits inside it)
                 values = {**bound, **resolve.values(captures), "matched": updated.with_changes(lpar=[], rpar=[])}
                 new = fill_expression(replacement, values)
-                return new.with_changes(lpar=updated.lpar, rpar=updated.rpar) if updated.lpar else new
+                if updated.lpar:
+                    return new.with_changes(lpar=updated.lpar, rpar=updated.rpar)
+                if operand and isinstance(new, LOOSE) and not _groups_alike(new, operand):
+                    # `1 + x * 2` with `x` -> `a if c else x` must read `1 + (a if c else x) * 2`
+                    return new.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+                return new
 
             self.replace(node, build, captured_nodes(captures), reformat=True)
             return False
