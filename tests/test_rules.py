@@ -148,6 +148,7 @@ def test_full_before_is_legacy_and_after_is_not():
         "base_model": ["PebbleModel"],
         "pretrained": ["PebblePreTrainedModel"],
         "head": ["PebbleForCausalLM"],
+        "reader": [],
     }
 
 
