@@ -265,7 +265,7 @@ def cross_jit_trace_tuple(probe) -> str:
             return torch.jit.trace(model, example_kwarg_inputs=clone(example(0)), strict=False, check_trace=False)
 
         try:
-            trace(original)
+            traced_original = trace(original)
         except Exception as exc:  # noqa: BLE001
             raise CheckSkipped(f"the original cannot be traced: {one_line(exc)}") from exc
         try:
@@ -273,9 +273,16 @@ def cross_jit_trace_tuple(probe) -> str:
         except Exception as exc:  # noqa: BLE001
             raise CheckFailed(f"tracing the migrated model failed: {one_line(exc)}") from exc
         new = example(7)
-        diff = structure_diff(original(**clone(new)), traced(**clone(new)), "traced out")
-        if diff:
-            raise CheckFailed(diff)
-        return "traced migrated decoder equals eager original on new inputs"
+        eager, got = original(**clone(new)), traced(**clone(new))
+        diff = structure_diff(eager, got, "traced out")
+        if diff is None:
+            return "traced migrated decoder equals eager original on new inputs"
+        # as jit_trace_tuple: an original that computes differently once traced (ImageGPT's scale) is matched by
+        # the migrated file if that traces to what the original traces to
+        reference = traced_original(**clone(new))
+        drift = structure_diff(eager, reference, "traced original")
+        if drift and structure_diff(reference, got) is None:
+            return f"traced migrated equals traced original; tracing changes the original itself ({drift})"
+        raise CheckFailed(diff)
 
     return _each(probe, run)
