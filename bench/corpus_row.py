@@ -115,11 +115,16 @@ def row(path: str | Path, *, probe: bool = True, tier: str = "dynamic", timeout:
 
 
 def verdict(entry: dict) -> str:
-    """``pass`` (migrated, no check diverged), ``diverged``, ``not migrated`` or ``clean``."""
+    """``pass`` (migrated, some check passed and none diverged or could not run), ``diverged``, ``not proved``
+    (no check passed, or the probe could not set the model up), ``not probed``, ``not migrated`` or ``clean``."""
     if entry["status"] != "migrated":
         return "clean" if entry["status"] == "clean" else "not migrated"
+    if not entry["probe"]:
+        return "not probed"
     statuses = {c["status"] for c in entry["probe"].values()}
-    return "diverged" if statuses & {"fail", "error"} else "pass"
+    if statuses & {"fail", "error"}:
+        return "diverged"
+    return "pass" if "pass" in statuses and "setup-error" not in statuses else "not proved"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -144,7 +149,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"    {line[:300]}")
         if args.json:
             Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
-    return 0 if all(verdict(r) in ("pass", "clean") for r in rows) else 1
+    allowed = ("pass", "clean", "not probed") if args.no_probe else ("pass", "clean")
+    return 0 if all(verdict(r) in allowed for r in rows) else 1
 
 
 if __name__ == "__main__":
