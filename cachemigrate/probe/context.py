@@ -6,7 +6,7 @@ from __future__ import annotations
 from .compare import past
 from .compare import one_line
 from .models import ModelClasses, build_original, build_pair
-from .seq2seq import build_cross_pair, cross_targets, encoder_states
+from .seq2seq import build_cross_pair, cross_targets, decoder_changes, encoder_states
 from .tiny import tiny_config
 
 PROMPT_LEN = 5
@@ -42,6 +42,8 @@ class Probe:
         key = (attn, torchscript)
         if fresh or key not in self._pairs:
             config = tiny_config(self.orig.config_class, attn=attn, torchscript=torchscript)
+            for name, value in decoder_changes(self.orig).items():
+                setattr(config, name, value)
             built = build_pair(self.orig, self.migr, config, self.seed)
             if fresh:
                 return built

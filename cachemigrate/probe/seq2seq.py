@@ -79,6 +79,15 @@ def cross_targets(original: ModelClasses, migrated: ModelClasses) -> list[CrossT
     return targets
 
 
+def decoder_changes(classes: ModelClasses) -> dict:
+    """Config changes that make a causal head which can take encoder states a decoder (Bert's LM head keeps no cache
+    unless ``config.is_decoder``): the decoder-only checks then drive its cache, without encoder states."""
+    head = classes.head_class
+    if head is not None and "encoder_hidden_states" in forward_params(head):
+        return {"is_decoder": True}
+    return {}
+
+
 def _as_model(classes: ModelClasses, kind: str) -> ModelClasses:
     """The classes with the seq2seq head as the model to instantiate, with its own config class (MusicGen's
     seq2seq head takes a composite config; its decoder head the decoder's)."""

@@ -117,6 +117,10 @@ def cross_cache_written_once(probe) -> str:
         original, migrated = probe.cross_pair(target)
         states = probe.states(target, original)
         reference = _reference(probe, target, original, states)
+        per_layer = len(past(reference[0])[0])
+        if per_layer < 4:
+            # GPT-2 with add_cross_attention recomputes the cross-attention every step: nothing is written once
+            raise CheckSkipped(f"the original caches no cross-attention ({per_layer} tensors per layer)")
         prompt, steps = probe.prompt_and_steps()
         cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
         written = None
