@@ -408,6 +408,26 @@ def test_insert_statements_before_first_use_after_the_assignment_it_needs():
     )
 
 
+def test_insert_statements_needs_the_names_it_reads_after():
+    """A block placed after ``is_cross_attention`` is assigned, in a function that has no such flag (ProphetNet's
+    n-gram self-attention), is not inserted: it would read a name nothing binds."""
+    rule = make_rule(
+        "insert_statements",
+        {
+            "anchor": "before_first_tuple_use",
+            "after_assignments": ["is_cross_attention"],
+            "template": "part = {cache}.cross if is_cross_attention else {cache}.own\n",
+        },
+    )
+    without = "def forward(x, past_key_value=None):\n    return x + past_key_value[0]\n"
+    assert run(without, rule)[:2] == (without, 0)
+    flagged = "def forward(x, y=None, past_key_value=None):\n    is_cross_attention = y is not None\n    return x + past_key_value[0]\n"
+    code, changes, _ = run(flagged, rule)
+    assert changes == 1 and "part = past_key_value.cross if is_cross_attention" in code
+    as_parameter = "def forward(x, is_cross_attention=False, past_key_value=None):\n    return x + past_key_value[0]\n"
+    assert run(as_parameter, rule)[1] == 1
+
+
 def test_insert_statements_reports_a_variable_assigned_after_the_first_use():
     body = MODEL_BODY.replace(
         "        use_cache = use_cache if use_cache is not None else self.config.use_cache\n", ""

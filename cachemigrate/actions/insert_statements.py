@@ -22,7 +22,7 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from ..patterns import TemplateError, code_of, compile_statements, match_statements
+from ..patterns import TemplateError, code_of, compile_statements, match_statements, to_python
 from .base import Action, Planner
 from .helpers import check_holes, depth_of, filled_and_formatted
 
@@ -31,6 +31,19 @@ ANCHORS = ("function_start", "before_first_use", "after_loop", "before_first_tup
 
 def _assigns(stmt: cst.CSTNode, name: str) -> bool:
     return bool(m.findall(stmt, m.AssignTarget(m.Name(name)) | m.AugAssign(target=m.Name(name))))
+
+
+def _binds(function: cst.FunctionDef, name: str) -> bool:
+    """``name`` is a parameter of the function or assigned somewhere in its body."""
+    params = function.params
+    every = [*params.posonly_params, *params.params, *params.kwonly_params]
+    every += [p for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)]
+    if any(p.name.value == name for p in every):
+        return True
+    binders = m.findall(function.body, m.AssignTarget() | m.AugAssign() | m.AnnAssign() | m.For() | m.NamedExpr())
+    return any(m.findall(b.target, m.Name(name)) for b in binders) or any(
+        w.asname is not None and m.findall(w.asname, m.Name(name)) for w in m.findall(function.body, m.WithItem())
+    )
 
 
 def _reads(stmt: cst.CSTNode, name: str) -> bool:
@@ -176,7 +189,10 @@ class _Planner(Planner):
             first_use = next((i for i, s in enumerate(body) if i >= start and _reads(s, cache)), None)
         if first_use is None:
             return None
+        template = action.param("template")
         for name in action.param("after_assignments", []):
+            if _reads(cst.parse_module(to_python(template)), name) and not _binds(node, name):
+                return None  # the block reads a name the function lacks (an attention with no cross flag)
             late = next((i for i, s in enumerate(body) if _assigns(s, name)), None)
             if late is not None and late >= first_use:
                 self.ctx.error(
