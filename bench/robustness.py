@@ -12,7 +12,9 @@ For every file, through the same bytes-in, bytes-out path as ``cachemigrate migr
 - no internal error (an exception out of the engine);
 - a migrated file compiles (``compile()``);
 - a second run over the migrated output changes nothing;
-- a file that is not migrated comes back byte-identical.
+- a file that is not migrated comes back byte-identical;
+- a file the prefilter answers without the engine (:mod:`cachemigrate.prefilter`, as ``migrate`` uses it) is one
+  the engine reports clean: the prefilter is only ever right.
 
 Prints a table of counts and the violations; exits 1 on any violation.
 """
@@ -33,11 +35,18 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
 from cachemigrate.engine import Options  # noqa: E402
+from cachemigrate.prefilter import nothing_to_migrate  # noqa: E402
 from cachemigrate.rules import load_ruleset  # noqa: E402
 from cachemigrate.runner import migrate_bytes  # noqa: E402
 
 MODELING = re.compile(r"(?:^|/)transformers/models/[^/]+/modeling_(?!tf_|flax_)[^/]+\.py$")
-CHECKS = ("internal error", "does not compile", "second run changes it", "unchanged but not byte-identical")
+CHECKS = (
+    "internal error",
+    "does not compile",
+    "second run changes it",
+    "unchanged but not byte-identical",
+    "the prefilter skipped it",
+)
 
 
 @dataclasses.dataclass
@@ -46,6 +55,7 @@ class Outcome:
     status: str  # migrated | clean | failed | error
     violations: list[str]
     seconds: float
+    prefiltered: bool = False  # the prefilter answers "nothing to migrate" (migrate would not run the engine)
 
 
 def modeling_files(source: Path) -> dict[str, bytes]:
@@ -97,7 +107,10 @@ def check(name: str, data: bytes) -> Outcome:
             violations.append(f"internal error on the second run: {type(exc).__name__}: {exc}")
     elif result.codec is not None and result.encoded() != data:
         violations.append("unchanged but not byte-identical")
-    return Outcome(name, result.status, violations, time.perf_counter() - started)
+    skipped = result.codec is not None and nothing_to_migrate(result.original, ruleset.era.cache_names)
+    if skipped and result.status != "clean":
+        violations.append(f"the prefilter skipped it, but the engine says {result.status}")
+    return Outcome(name, result.status, violations, time.perf_counter() - started, skipped)
 
 
 def run(files: dict[str, bytes], era: str, tier: str, line_length: int, jobs: int) -> list[Outcome]:
@@ -112,6 +125,7 @@ def table(outcomes: list[Outcome], seconds: float, label: str) -> str:
     statuses = {s: sum(o.status == s for o in outcomes) for s in ("migrated", "clean", "failed", "error")}
     lines = [f"{label}: {len(outcomes)} modeling files in {seconds:.0f}s", "", "| result | files |", "|---|---|"]
     lines += [f"| {status} | {count} |" for status, count in statuses.items()]
+    lines += [f"| (of these, answered by the prefilter) | {sum(o.prefiltered for o in outcomes)} |"]
     lines += ["", "| check | violations |", "|---|---|"]
     for name in CHECKS:
         lines.append(f"| {name} | {sum(any(v.startswith(name) for v in o.violations) for o in outcomes)} |")

@@ -1,3 +1,3 @@
 """cachemigrate: migrate transformers modeling code from tuple KV caches to the Cache API."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -369,7 +369,10 @@ def _conjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:
 
 
 def _unparenthesised(node: cst.BaseExpression) -> cst.BaseExpression:
-    return node.with_changes(lpar=(), rpar=()) if getattr(node, "lpar", None) else node
+    """The expression without its own parentheses (a tuple keeps them: ``()`` cannot lose them)."""
+    if isinstance(node, cst.Tuple) or not getattr(node, "lpar", None):
+        return node
+    return node.with_changes(lpar=(), rpar=())
 
 
 def _statements(body: Sequence[cst.BaseStatement]) -> Iterable[cst.BaseStatement]:
@@ -500,15 +503,16 @@ class _Structure:
         return []
 
 
-def analyze(module: cst.Module, cache_names: Sequence[str]) -> ModuleInfo:
+def analyze(module: cst.Module, cache_names: Sequence[str], only: set[str] | None = None) -> ModuleInfo:
     """Classes, functions, cache uses and roles of a parsed module.
 
     Metadata is computed per function that has a cache parameter (parents only), never for the whole file;
-    positions are resolved later, and only for what is reported (:class:`Locator`)."""
+    positions are resolved later, and only for what is reported (:class:`Locator`). With ``only`` (qualified
+    names), the uses of just those functions are collected."""
     structure = _Structure(cache_names)
     structure.run(module)
     for info, node in structure.function_nodes:
-        if not info.cache_params:
+        if not info.cache_params or (only is not None and info.qualname not in only):
             continue
         names = set(info.cache_params)
         node.visit(_TupleAliasFinder(names))

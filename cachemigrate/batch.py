@@ -2,7 +2,7 @@
 
 Every file is written whole (:func:`~cachemigrate.writing.write_atomically`), so at any moment each file is fully
 old or fully new. SIGINT/SIGTERM stop the run at once (the workers are ended, no file is cut short), with exit
-status 130/143.
+status 130/143. What is shown, and where, is :mod:`cachemigrate.progress`.
 """
 
 from __future__ import annotations
@@ -11,14 +11,15 @@ import contextlib
 import dataclasses
 import json
 import time
+from collections import Counter
 from pathlib import Path
 
-import click
-
 from . import diagnostics as codes
+from .cache import ResultCache
 from .diagnostics import Diagnostic
-from .engine import Options
+from .progress import Reporter
 from .render import unified_diff
+from .results import Options
 from .runner import Failure, Result, failed, run
 from .signals import Interrupted, StopOnSignal
 from .writing import is_read_only, read_only_diagnostic, write_atomically
@@ -37,19 +38,33 @@ class Batch:
     check: bool = False
     report: Path | None = None
     quiet: bool = False
+    verbose: bool = False
+    color: bool = False
+    cache_dir: Path | None = None  # None: no cache
+
+    @property
+    def writes(self) -> bool:
+        return not (self.show_diff or self.check)
+
+    def open_cache(self) -> ResultCache | None:
+        return ResultCache.open(self.cache_dir, self.era, self.rule_dirs, self.options)
+
+
+def verb_of(result: Result, writes: bool) -> str:
+    if result.status == "migrated":
+        return "migrated" if writes else "would migrate"
+    return result.status
 
 
 class _Run:
     def __init__(self, batch: Batch, total: int) -> None:
         self.batch, self.total = batch, total
-        self.counts = {"migrated": 0, "clean": 0, "failed": 0, "error": 0}
+        self.counts = {"migrated": 0, "clean": 0, "skipped": 0, "failed": 0, "error": 0}
+        self.answered: Counter = Counter()
         self.results: list[Result | Failure] = []
         self.would_change = self.written = 0
         self.guard = StopOnSignal()
-
-    @property
-    def writes(self) -> bool:
-        return not (self.batch.show_diff or self.batch.check)
+        self.show = Reporter(total, batch.verbose, batch.quiet, batch.color)
 
     def _write(self, result: Result) -> Diagnostic | None:
         """Write one migrated file; a file that cannot be written is a diagnostic."""
@@ -72,22 +87,22 @@ class _Run:
         self.results.append(result)
         if isinstance(result, Failure):
             self.counts["error"] += 1
-            click.echo(f"error: {result.path}: internal error: {result.error}", err=True)
+            self.show.err(f"error: {result.path}: internal error: {result.error}")
+            self.show.file(result.path, "error", "internal error", 0.0, "engine")
             return
-        if result.changed and self.writes:
+        if result.changed and self.batch.writes:
             problem = self._write(result)
             if problem:
                 result = self.results[-1] = failed(result, problem)
         self.counts[result.status] += 1
+        self.answered[result.how] += 1
         for diagnostic in result.diagnostics:
-            click.echo(str(diagnostic))
+            self.show.diagnostic(str(diagnostic))
         if result.changed:
             self.would_change += 1
             if self.batch.show_diff:
-                click.echo(unified_diff(result.path, result.original, result.migrated), nl=False)
-        if not self.batch.quiet:
-            verb = result.status if result.status != "migrated" else "migrated" if self.writes else "would migrate"
-            click.echo(f"[{len(self.results)}/{self.total}] {result.path}: {verb} ({result.seconds:.1f}s)", err=True)
+                self.show.diff(unified_diff(result.path, result.original, result.migrated))
+        self.show.file(result.path, result.status, verb_of(result, self.batch.writes), result.seconds, result.how)
 
     def write_report(self, seconds: float, interrupted: Interrupted | None) -> None:
         batch = self.batch
@@ -103,36 +118,34 @@ class _Run:
 
 def migrate_files(files: list[Path], batch: Batch) -> int:
     """Migrate ``files``; returns the exit status: 0, 1 (``--check`` found changes, or a file was not migrated),
-    123 (an internal error), 130/143 (SIGINT/SIGTERM)."""
+    123 (an internal error), 130/143 (SIGINT/SIGTERM). A bad rule file raises RuleError before anything is
+    written."""
     state = _Run(batch, len(files))
     started = time.perf_counter()
     with state.guard:
         try:
-            with contextlib.closing(
-                run(files, batch.era, batch.rule_dirs, batch.options, batch.jobs, on_result=state.handle)
-            ) as results:
+            results = run(
+                files, batch.era, batch.rule_dirs, batch.options, batch.jobs, state.handle, batch.open_cache()
+            )
+            with contextlib.closing(results):
                 for _ in results:
                     pass
         except Interrupted as exc:  # the workers are gone and no write was cut short; later signals are ignored
-            click.echo(
+            state.show.close()
+            state.show.err(
                 f"interrupted by {exc}: stopped after {len(state.results)} of {len(files)} files; "
-                f"{state.written} written, every other file unchanged",
-                err=True,
+                f"{state.written} written, every other file unchanged"
             )
             if batch.report:
                 state.write_report(time.perf_counter() - started, exc)
             return exc.exit_code
+        finally:
+            state.show.close()
     elapsed = time.perf_counter() - started
     if batch.report:
         state.write_report(elapsed, None)
     counts = state.counts
-    if not batch.quiet:
-        action = "migrated" if state.writes else "would be migrated"
-        click.echo(
-            f"{counts['migrated']} {action}, {counts['failed']} left unchanged with diagnostics, "
-            f"{counts['clean']} had nothing to migrate, {counts['error']} internal errors ({elapsed:.1f}s)",
-            err=True,
-        )
+    state.show.summary(counts, batch.writes, elapsed, batch.jobs, dict(state.answered))
     if counts["error"]:
         return EXIT_INTERNAL
     if counts["failed"] or (batch.check and state.would_change):

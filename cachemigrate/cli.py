@@ -13,116 +13,52 @@ from pathlib import Path
 import click
 
 from . import __version__
-from .config import Config, ConfigError, find_pyproject, load_config
 from .batch import Batch, migrate_files
-from .engine import Options
-from .rules import TIERS, RuleError, available_eras, era_for_installed, load_ruleset
-from .walk import PatternError, collect, find_root
-from .writing import cannot_write
+from .cache import default_dir
+from .options import (
+    EXIT_INTERNAL,
+    JOBS,
+    LINE_LENGTH,
+    check_report,
+    collect_files,
+    fail,
+    force_excluded,
+    output_options,
+    resolve_era,
+    selection_options,
+    settings,
+    verify_options,
+)
+from .progress import color_default
+from .results import Options
+from .schema import TIERS, RuleError
 
-EXIT_OK, EXIT_CHANGES, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 123
-
-
-def _fail(message: str, code: int = EXIT_USAGE) -> None:
-    click.echo(f"error: {message}", err=True)
-    sys.exit(code)
-
-
-def _resolve_era(requested: str, quiet: bool) -> str:
-    if requested != "auto":
-        if requested not in available_eras():
-            _fail(f"unknown era {requested!r}: known eras are {', '.join(available_eras())} (or auto)")
-        return requested
-    era, version = era_for_installed()
-    if not quiet:
-        installed = f"transformers {version} is installed" if version else "transformers is not installed"
-        click.echo(f"era {era} ({installed})", err=True)
-    return era
-
-
-def _selection_options(command):
-    """--include/--exclude/--extend-exclude/--force-exclude: gitignore-style patterns, repeatable."""
-    options = [
-        click.option("--include", "include", multiple=True, metavar="PATTERN",
-                     help="Gitignore-style pattern of the files to take in directories (default: config, or "
-                     "modeling_*.py). Repeatable."),
-        click.option("--exclude", "exclude", multiple=True, metavar="PATTERN",
-                     help="Paths to leave out of directory walks; replaces the default "
-                     "(modeling_tf_*.py, modeling_flax_*.py) and the config's. Repeatable."),
-        click.option("--extend-exclude", "extend_exclude", multiple=True, metavar="PATTERN",
-                     help="Paths to leave out, added to --exclude. Repeatable."),
-        click.option("--force-exclude", "force_exclude", multiple=True, metavar="PATTERN",
-                     help="Paths to leave out even when named on the command line (pre-commit). Repeatable."),
-    ]  # fmt: skip
-    for option in reversed(options):
-        command = option(command)
-    return command
-
-
-def _collect(paths, config: Config, patterns: dict) -> list[Path]:
-    """The files to migrate (see :mod:`cachemigrate.walk`); exits 2 on a missing path or a bad pattern."""
-    try:
-        return collect(list(paths), config.selection(**patterns), find_root(list(paths)))
-    except (FileNotFoundError, PatternError) as exc:
-        _fail(str(exc))
-
-
-def _check_report(report: Path | None) -> None:
-    """Exit 2 before anything is migrated or written if the report could not be written at the end."""
-    problem = report and cannot_write(report)
-    if problem:
-        _fail(f"--report {problem}")
-
-
-def _settings(paths, era, tier, rules, line_length) -> tuple[Config, str, str, tuple[Path, ...], int]:
-    try:
-        config = load_config(find_pyproject([Path(p) for p in paths]))
-    except ConfigError as exc:
-        _fail(str(exc))
-    return (
-        config,
-        era or config.era,
-        tier or config.tier,
-        tuple(Path(r) for r in rules) + config.rules,
-        line_length or config.line_length or 88,
-    )
-
-
-def _verify_options(command):
-    """The options that ``verify`` and ``migrate --verify`` share."""
-    options = [
-        click.option("--tests", "tests", default=None, help="Test command (default: python -m pytest tests, in the "
-                     "fork root: the nearest folder above the files with tests/ or pyproject.toml)."),
-        click.option("--probe", is_flag=True, help="Also run the equivalence probe on each migrated modeling file."),
-        click.option("--keep", is_flag=True, help="Keep the migrated files even when a test regresses."),
-        click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds allowed per test run."),
-    ]  # fmt: skip
-    for option in reversed(options):
-        command = option(command)
-    return command
+# Nothing here imports libcst, black or the engine at start-up: a run whose files are all clean or cached
+# never loads them (cachemigrate.runner). The commands that need them import them when they run.
 
 
 def _run_verify(
     paths, era, tier, rules, jobs, line_length, report, quiet, tests, probe, keep, timeout, patterns, **engine_options
 ) -> None:
     """Migrate PATHS with the fork's tests as the judge (see :mod:`cachemigrate.verify`); exits."""
+    from .rules import load_ruleset
     from .verify import VerifyOptions, verify
 
-    config, era, tier, rule_dirs, line_length = _settings(paths, era, tier, rules, line_length)
-    era = _resolve_era(era, quiet)
-    _check_report(report)
+    config, era, tier, rule_dirs, line_length = settings(paths, era, tier, rules, line_length)
+    era = resolve_era(era, quiet)
+    check_report(report)
     try:
         load_ruleset(era, rule_dirs)
     except RuleError as exc:
-        _fail(str(exc))
-    files = _collect(paths, config, patterns)
+        fail(str(exc))
+    files = collect_files(paths, config, patterns)
     engine = Options(tier=tier, line_length=line_length, **engine_options)  # the same engine options as migrate
     jobs = jobs or config.jobs
     options = VerifyOptions(era, tier, rule_dirs, engine, jobs, tests, probe, keep, timeout, report, quiet)
     sys.exit(verify(files, options))
 
 
-@click.group()
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="cachemigrate")
 def main() -> None:
     """Migrate transformers modeling code from tuple KV caches to the Cache API."""
@@ -135,10 +71,13 @@ def main() -> None:
 @click.option("--diff", "show_diff", is_flag=True, help="Print a unified diff; write nothing.")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if any file would change.")
 @click.option("--rules", "rules", multiple=True, type=click.Path(path_type=Path), help="Extra rule directory.")
-@click.option("--jobs", "-j", type=int, default=None, help="Files migrated in parallel (default: config, or 1).")
-@click.option("--line-length", type=int, default=None, help="Line length for inserted code (default: pyproject).")
+@click.option("--jobs", "-j", type=JOBS, default=None, help="Files migrated in parallel (default: config, or 1).")
+@click.option(
+    "--line-length", type=LINE_LENGTH, default=None, help="Line length for inserted code (default: pyproject)."
+)
 @click.option("--report", type=click.Path(path_type=Path), default=None, help="Write a JSON report here.")
 @click.option("--quiet", "-q", is_flag=True, help="Only diagnostics and errors.")
+@output_options
 @click.option(
     "--signature",
     type=click.Choice(["end", "upstream"]),
@@ -147,8 +86,8 @@ def main() -> None:
 )
 @click.option("--deprecation-version", default=None, help="The version @deprecate_kwarg names (upstream tier).")
 @click.option("--verify", "verify", is_flag=True, help="Run the fork's tests before and after; undo on a regression.")
-@_verify_options
-@_selection_options
+@verify_options
+@selection_options
 def migrate(
     paths,
     era,
@@ -160,6 +99,10 @@ def migrate(
     line_length,
     report,
     quiet,
+    verbose,
+    color,
+    no_cache,
+    stdin_filename,
     signature,
     deprecation_version,
     verify,
@@ -169,10 +112,18 @@ def migrate(
     timeout,
     **patterns,
 ) -> None:
-    """Migrate PATHS (files, or directories searched for modeling_*.py) in place."""
+    """Migrate PATHS (files, or directories searched for modeling_*.py) in place; `-` reads standard input and
+    writes the result to standard output."""
+    stdin = "-" in [str(p) for p in paths]
+    if stdin and (len(paths) > 1 or verify or report):
+        fail("`-` (standard input) is the only path when given, and takes neither --verify nor --report")
+    if stdin_filename and not stdin:
+        fail("--stdin-filename names the code read from `-` (standard input); no `-` was given")
+    if quiet and verbose:
+        fail("--quiet and --verbose cannot be combined")
     if verify:
         if show_diff or check:
-            _fail("--verify writes the files; it cannot be combined with --diff or --check")
+            fail("--verify writes the files; it cannot be combined with --diff or --check")
         engine_options = dict(signature=signature, deprecation_version=deprecation_version)
         _run_verify(
             paths,
@@ -190,17 +141,24 @@ def migrate(
             patterns,
             **engine_options,
         )
-    config, era, tier, rule_dirs, line_length = _settings(paths, era, tier, rules, line_length)
-    era = _resolve_era(era, quiet)
-    _check_report(report)
-    try:
-        load_ruleset(era, rule_dirs)  # fail early, in this process, on bad rule files
-    except RuleError as exc:
-        _fail(str(exc))
-    files = _collect(paths, config, patterns)
+    where = ([Path(stdin_filename)] if stdin_filename else []) if stdin else list(paths)
+    config, era, tier, rule_dirs, line_length = settings(where, era, tier, rules, line_length)
+    era = resolve_era(era, quiet or not verbose and stdin)
+    check_report(report)
     options = Options(tier=tier, line_length=line_length, signature=signature, deprecation_version=deprecation_version)
-    batch = Batch(era, tier, rule_dirs, options, jobs or config.jobs, show_diff, check, report, quiet)
-    sys.exit(migrate_files(files, batch))
+    batch = Batch(
+        era, tier, rule_dirs, options, jobs or config.jobs, show_diff, check, report, quiet, verbose,
+        color_default() if color is None else color, None if no_cache else default_dir(),
+    )  # fmt: skip
+    try:
+        if stdin:
+            from .stdio import migrate_stdin
+
+            excluded = bool(stdin_filename) and force_excluded(Path(stdin_filename), config, patterns)
+            sys.exit(migrate_stdin(sys.stdin.buffer.read(), stdin_filename, batch, excluded))
+        sys.exit(migrate_files(collect_files(paths, config, patterns), batch))
+    except RuleError as exc:  # a bad rule file, found when the first file needs the engine (nothing written yet)
+        fail(str(exc))
 
 
 @main.command("verify")
@@ -208,14 +166,16 @@ def migrate(
 @click.option("--era", default=None, help="API era to target (default: from the installed transformers, or config).")
 @click.option("--tier", type=click.Choice(TIERS), default=None, help="How far to migrate (default: dynamic).")
 @click.option("--rules", "rules", multiple=True, type=click.Path(path_type=Path), help="Extra rule directory.")
-@click.option("--jobs", "-j", type=int, default=None, help="Files migrated in parallel (default: config, or 1).")
-@click.option("--line-length", type=int, default=None, help="Line length for inserted code (default: pyproject).")
+@click.option("--jobs", "-j", type=JOBS, default=None, help="Files migrated in parallel (default: config, or 1).")
+@click.option(
+    "--line-length", type=LINE_LENGTH, default=None, help="Line length for inserted code (default: pyproject)."
+)
 @click.option("--report", type=click.Path(path_type=Path), default=None, help="Write a JSON report here.")
 @click.option("--quiet", "-q", is_flag=True, help="Only diagnostics, errors and the verdict.")
 @click.option("--signature", type=click.Choice(["end", "upstream"]), default="end", help="As for migrate.")
 @click.option("--deprecation-version", default=None, help="As for migrate.")
-@_verify_options
-@_selection_options
+@verify_options
+@selection_options
 def verify_command(
     paths,
     era,
@@ -264,11 +224,13 @@ def verify_command(
 @click.option("--tier", type=click.Choice(TIERS), default=None, help="Only the rules a tier applies.")
 def list_rules(era, rules, tier) -> None:
     """List the rules: id, era, tier, name and what each does."""
-    era = _resolve_era(era or "auto", quiet=True)
+    from .rules import load_ruleset
+
+    era = resolve_era(era or "auto", quiet=True)
     try:
         ruleset = load_ruleset(era, tuple(rules))
     except RuleError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     chosen = ruleset.for_tier(tier) if tier else ruleset.rules
     for rule in chosen:
         click.echo(f"{rule.id}  {rule.era}  {rule.tier:<8}  {rule.name:<32}  {rule.description}")
@@ -287,8 +249,26 @@ def list_rules(era, rules, tier) -> None:
     help="Import files with relative imports inside PACKAGE, e.g. transformers.models.gpt2 "
     "(default: guessed from whichever file is named modeling_<name>.py).",
 )
-def probe(original, migrated, checks, static, seed, package) -> None:
+@click.option(
+    "--original-python",
+    default=None,
+    metavar="PYTHON",
+    help="Cross-version probe: run ORIGINAL with this interpreter (a venv where it worked, e.g. transformers 4.51.3).",
+)
+@click.option(
+    "--migrated-python",
+    default=None,
+    metavar="PYTHON",
+    help="Cross-version probe: run MIGRATED with this interpreter (the target runtime, e.g. transformers 5.x).",
+)
+@click.option("--rtol", type=float, default=None, help="Cross-version probe: relative tolerance (default 1e-5).")
+@click.option("--atol", type=float, default=None, help="Cross-version probe: absolute tolerance (default 1e-5).")
+def probe(original, migrated, checks, static, seed, package, original_python, migrated_python, rtol, atol) -> None:
     """Compare ORIGINAL and MIGRATED on a tiny random model with shared weights.
+
+    With --original-python and/or --migrated-python (the other one defaults to this interpreter), each file runs
+    in its own runtime with the same state_dict and inputs: logits and cached tensors are compared within a
+    tolerance (it is printed), tokens exactly.
 
     Exit 0: every check passed or was skipped. 1: a check diverged (a difference, or an error of the migrated
     file only). 2: the probe could not be set up, or checks could not run on the original (set-up errors only).
@@ -296,11 +276,32 @@ def probe(original, migrated, checks, static, seed, package) -> None:
     from .probe import CHECK_NAMES, exit_status, format_table, run_probe, summary_line
     from .probe.report import DIVERGED, SETUP_ERROR, is_setup_failure
 
-    unknown = [c for c in checks if c not in CHECK_NAMES]
-    if unknown:
-        _fail(f"unknown check(s) {', '.join(unknown)}: expected some of {', '.join(CHECK_NAMES)}")
     start = time.perf_counter()
-    results = run_probe(original, migrated, checks=list(checks) or None, static=static, seed=seed, package=package)
+    if original_python or migrated_python:
+        from .probe.cross import DEFAULT_ATOL, DEFAULT_RTOL, run_cross_probe
+
+        if checks or static is not None:
+            fail("--check and --static do not apply to the cross-version probe (it runs all its checks)")
+        report = run_cross_probe(
+            original,
+            migrated,
+            original_python=original_python,
+            migrated_python=migrated_python,
+            package=package,
+            seed=seed,
+            rtol=DEFAULT_RTOL if rtol is None else rtol,
+            atol=DEFAULT_ATOL if atol is None else atol,
+        )
+        results = report.results
+        if not is_setup_failure(results):
+            click.echo(report.header())
+    else:
+        if rtol is not None or atol is not None:
+            fail("--rtol and --atol apply to the cross-version probe (--original-python / --migrated-python)")
+        unknown = [c for c in checks if c not in CHECK_NAMES]
+        if unknown:
+            fail(f"unknown check(s) {', '.join(unknown)}: expected some of {', '.join(CHECK_NAMES)}")
+        results = run_probe(original, migrated, checks=list(checks) or None, static=static, seed=seed, package=package)
     seconds = time.perf_counter() - start
     if is_setup_failure(results):
         click.echo(f"error: probe set-up: {results[0].detail}", err=True)

@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import ast
-import dataclasses
 import time
 from typing import Mapping
 
@@ -31,43 +30,16 @@ from .edits import Plan
 from .facts import bound_holes, find_facts, functions_in_scope
 from .imports import IMPORTS_RULE, plan_imports
 from .names import newly_unbound
+from .patterns import holes
 from .reach import unreachable_cache
+from .removed import removed_uses
 from .render import format_statements
+from .results import FileResult, Options
 from .schema import Era, Rule, RuleSet
+from .suppressed_edits import NOTHING, leave_out
+from .suppression import skips_file
+from .vendor import plan_helpers
 from .views import FileViews
-
-
-@dataclasses.dataclass
-class Options:
-    tier: str = "dynamic"
-    line_length: int = 88
-    signature: str = "end"  # "end": new parameters go last; "upstream": where the upstream ports put them
-    deprecation_version: str | None = None  # the version @deprecate_kwarg names (default: the rule's)
-
-
-@dataclasses.dataclass
-class FileResult:
-    path: str
-    original: str
-    migrated: str
-    status: str  # "migrated" | "clean" (nothing legacy) | "failed" (diagnostics, unchanged) | "error" (internal)
-    diagnostics: list[Diagnostic] = dataclasses.field(default_factory=list)
-    applied: dict[str, int] = dataclasses.field(default_factory=dict)
-    seconds: float = 0.0
-
-    @property
-    def changed(self) -> bool:
-        return self.migrated != self.original
-
-    def to_json(self) -> dict:
-        return {
-            "path": self.path,
-            "status": self.status,
-            "changed": self.changed,
-            "applied": self.applied,
-            "seconds": round(self.seconds, 3),
-            "diagnostics": [d.to_json() for d in self.diagnostics],
-        }
 
 
 class RegionViolation(RuntimeError):
@@ -153,12 +125,12 @@ def plan_rules(
     undetermined: set[str] = set()  # facts a required rule needed that the file did not show (reported once)
     for rule in rules:
         functions, classes = functions_in_scope(info, rule.role, rule.functions)
-        if not _when_holds(rule, facts):
-            missing = sorted(set(rule.when) - set(facts) - undetermined)
+        needed = set(rule.when) | _facts_in_templates(rule, era)
+        if not _when_holds(rule, facts) or not needed <= set(facts):
+            missing = sorted(needed - set(facts) - undetermined)
             if rule.required and missing and functions:
                 # e.g. the legacy layout of a layer's cache: without it no rule returns the cache as a tuple
                 undetermined.update(missing)
-                facts_text = ", ".join(f"`{fact}`" for fact in missing)
                 where = locate(info.functions[sorted(functions)[0]].node)
                 found.append(_not_applied(rule, path, where, f"cannot tell how it applies: {_why_unknown(missing)}"))
             continue
@@ -194,14 +166,23 @@ def plan_rules(
         plan.extend(action.edits)
         found.extend(action.ctx.diagnostics)
     plan.extend(plan_imports(module, era, imports))
+    helpers = [(entry, action.rule.path) for action in actions for entry in action.helpers_needed()]
+    plan.extend(plan_helpers(module, helpers, lambda code: format_statements(code, 0, options.line_length)))
     return plan, matched, found
+
+
+def _facts_in_templates(rule: Rule, era: Era) -> set[str]:
+    """The facts a rule's templates use as bound holes: without the fact the rule has nothing to fill in."""
+    texts = [v for v in rule.params.values() if isinstance(v, str)]
+    texts += [t for v in rule.params.values() if isinstance(v, list) for t in v if isinstance(t, str)]
+    return {hole for text in texts for hole in holes(text)} & {fact.name for fact in era.facts}
 
 
 def _why_unknown(facts: list[str]) -> str:
     said = {
         "layout": "the file never builds the present of a layer as a (key, value) tuple or a stacked tensor, so "
         "the legacy layout to give back to tuple callers is unknown",
-        "presents": "the base model never starts a tuple of presents as `() if use_cache else None`",
+        "presents": "the base model never starts a tuple of presents as `() if use_cache else None` (a condition that reads `use_cache`)",
     }
     return "; ".join(said.get(fact, f"the file does not show its {fact}") for fact in facts)
 
@@ -298,9 +279,27 @@ def _functions_of(module: cst.Module, tops: set[str]) -> dict[str, cst.FunctionD
     return found
 
 
-def _unbound_names(original: cst.Module, migrated: cst.Module, edited: set[str]) -> tuple[str, set[str]] | None:
+def _edited_functions(plan: Plan) -> set[str]:
+    """Qualified names of the functions and methods that hold an edit (or whose header an edit changed)."""
+    names = set()
+    for edit in plan:
+        chain = [*edit.path, getattr(edit, "node", None)]
+        owner = None
+        for node in chain:
+            if isinstance(node, cst.ClassDef) and owner is None:
+                owner = node.name.value
+            elif isinstance(node, cst.FunctionDef):
+                names.add(f"{owner}.{node.name.value}" if owner else node.name.value)
+                break
+    return names
+
+
+def _unbound_names(
+    original: cst.Module, migrated: cst.Module, edited: set[str], functions: set[str]
+) -> tuple[str, set[str]] | None:
     """The first edited function that reads a name nothing binds any more (see :mod:`cachemigrate.names`)."""
     before, after = _functions_of(original, edited), _functions_of(migrated, edited)
+    after = {name: node for name, node in after.items() if name in functions}
     globals_before, globals_after = module_globals(original), module_globals(migrated)
     for qualname, function in after.items():
         if qualname in before:
@@ -311,23 +310,25 @@ def _unbound_names(original: cst.Module, migrated: cst.Module, edited: set[str])
 
 
 def _leftover_diagnostics(
-    before: ModuleInfo, new_module: cst.Module, edited: set[str], era: Era, path: str, locate: Locator
+    before: ModuleInfo,
+    new_module: cst.Module,
+    edited: set[str],
+    functions: set[str],
+    era: Era,
+    path: str,
+    locate: Locator,
 ) -> list[Diagnostic]:
-    """Legacy uses still present after the rules ran, located in the original file. Only the edited top-level
-    classes and functions are analysed again; the others keep the uses found before."""
+    """Legacy uses still present after the rules ran, located in the original file. Only the edited functions
+    are analysed again; the others keep the uses found before."""
     changed = [s for s in new_module.body if isinstance(s, (cst.ClassDef, cst.FunctionDef)) and s.name.value in edited]
-    after = analyze(cst.Module(body=changed), era.cache_names)
-    kept = [
-        use
-        for fn in before.functions.values()
-        if fn.qualname not in after.functions and (fn.cls or fn.qualname) not in edited
-        for use in fn.legacy()
-    ]
+    after = analyze(cst.Module(body=changed), era.cache_names, only=functions)
+    reanalysed = {q for q in after.functions if q in functions}
+    kept = [use for fn in before.functions.values() if fn.qualname not in reanalysed for use in fn.legacy()]
     originals: dict[tuple, list] = {}
     for use in before.legacy_uses():
         originals.setdefault((use.function, use.statement, use.idiom), []).append(use)
     result = []
-    for use in [*kept, *after.legacy_uses()]:
+    for use in [*kept, *(u for q in reanalysed for u in after.functions[q].legacy())]:
         matches = originals.get((use.function, use.statement, use.idiom))
         if matches:
             line, column = locate(matches.pop(0).node)
@@ -372,10 +373,14 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
     era = ruleset.era
 
     def done(status: str, migrated: str = code, diags=(), applied=None) -> FileResult:
+        status, diags = suppressed.explain(status, diags)  # `# cachemigrate: skip` on statements
         return FileResult(
             path, code, migrated, status, sorted(diags), dict(applied or {}), time.perf_counter() - started
         )
 
+    suppressed = NOTHING
+    if skips_file(code):  # `# cachemigrate: skip` in the file's header
+        return done("skipped")
     if not _mentions_cache(code, era):
         return done("clean")
     module, error = _parse(code, path)
@@ -414,6 +419,7 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
         )
     rules = ruleset.for_tier(options.tier)
     plan, matched, found = plan_rules(module, before, rules, era, path, options, locate)
+    plan, suppressed = leave_out(module, plan, code, path)
     try:
         new_module = apply_and_prove(module, plan, options)
     except RegionViolation as exc:
@@ -428,7 +434,8 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
         message = f"internal error: the rewritten code does not parse ({exc.msg}); the file was left unchanged"
         return done("error", diags=[Diagnostic(path, 1, 1, codes.REGION_VIOLATION, message)])
     edited = _edited_tops(module, plan)
-    unbound = _unbound_names(module, new_module, edited)
+    functions = _edited_functions(plan)
+    unbound = _unbound_names(module, new_module, edited, functions)
     if unbound:
         function, names = unbound
         line, column = locate(before.functions[function].node) if function in before.functions else (1, 1)
@@ -438,7 +445,8 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
             "report it with this file"
         )
         return done("error", diags=[Diagnostic(path, line, column, codes.REGION_VIOLATION, message)])
-    found.extend(_leftover_diagnostics(before, new_module, edited, era, path, locate))
+    found.extend(_leftover_diagnostics(before, new_module, edited, functions, era, path, locate))
+    found.extend(removed_uses(module, new_module, era, path, locate))
     applied = {rule: count for rule, count in matched.items()}
     if found:
         return done("failed", diags=found, applied=applied)

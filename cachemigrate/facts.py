@@ -50,15 +50,23 @@ def find_facts(info: ModuleInfo, era: Era, views=None) -> dict:
 def _fact_values(case: Mapping, node: cst.FunctionDef, file_views, qualname: str):
     """Values the fact case gives in one function, for every place its pattern matches (in its view)."""
     pattern = compile_statements(case["pattern"])
-    for block in m.findall(node, m.IndentedBlock()):
-        if file_views is not None:
-            views = [v.node for v in file_views.block(block, qualname)]
-        else:
-            views = list(block.body)
+    function_views = file_views.of(qualname) if file_views is not None else None
+    blocks = list(function_views.blocks.values()) if function_views is not None else None
+    if blocks is None:
+        blocks = [list(block.body) for block in m.findall(node, m.IndentedBlock())]
+    for block in blocks:
+        views = [v.node if hasattr(v, "start") else v for v in block]
         for index in range(len(views)):
             captures = match_statements(pattern, views, index, {})
-            if captures is not None:
+            if captures is not None and all(
+                _mentions(captures[hole], name) for hole, name in case.get("mentions", {}).items()
+            ):
                 yield case.get("value") or cst.Module(body=[]).code_for_node(captures[case["capture"]])
+
+
+def _mentions(node: cst.CSTNode, name: str) -> bool:
+    """The captured code reads ``name``, as a variable or as an attribute (``self.config.name``)."""
+    return bool(m.findall(node, m.Name(name) | m.Attribute(attr=m.Name(name))))
 
 
 def bound_holes(info: ModuleInfo, facts: Mapping[str, str]) -> Callable[[str | None], dict[str, str]]:

@@ -33,15 +33,20 @@ def plan_imports(module: cst.Module, era: Era, names: list[str]) -> list[Splice]
             relative = len(node.relative)
             break
     context = CodemodContext()
+    present = _imported_names(module)
     for entry in names:
         source, _, name = entry.rpartition(":")
         source = source or era.cache_module
+        if (source, name) in present:  # AddImportsVisitor does not see relative imports it would duplicate
+            continue
         if source.split(".")[0] in sys.stdlib_module_names:
             AddImportsVisitor.add_needed_import(context, source, name)
         elif relative:
             AddImportsVisitor.add_needed_import(context, source, name, relative=relative)
         else:
             AddImportsVisitor.add_needed_import(context, f"transformers.{source}", name)
+    if not context.scratch.get(AddImportsVisitor.CONTEXT_KEY):
+        return []
     split = next(
         (i for i, stmt in enumerate(module.body) if isinstance(stmt, (cst.ClassDef, cst.FunctionDef))),
         len(module.body),
@@ -58,3 +63,30 @@ def plan_imports(module: cst.Module, era: Era, names: list[str]) -> list[Splice]
         statements = list(new_head.body[j1:j2])
         edits.append(Splice(IMPORTS_RULE, module, i1, i2 - i1, lambda _r, s=statements: s, ()))
     return edits
+
+
+def _dotted(node) -> str:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        return f"{_dotted(node.value)}.{node.attr.value}"
+    return ""
+
+
+def _imported_names(module: cst.Module) -> set[tuple[str, str]]:
+    """(module, name) of every top-level ``from X import name`` of the file; transformers modules (relative, or
+    absolute ``transformers.X``) by their path inside the package."""
+    found = set()
+    for stmt in module.body:
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            continue
+        for node in stmt.body:
+            if not isinstance(node, cst.ImportFrom) or isinstance(node.names, cst.ImportStar):
+                continue
+            source = _dotted(node.module) if node.module is not None else ""
+            if not node.relative and source.startswith("transformers."):
+                source = source[len("transformers.") :]
+            for alias in node.names:
+                if alias.asname is None and isinstance(alias.name, cst.Name):
+                    found.add((source, alias.name.value))
+    return found

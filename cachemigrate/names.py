@@ -3,48 +3,134 @@
 A rule that removes an assignment (an unpack folded into a rewritten run, say) while code that is not its own
 still reads the name would give a NameError at run time, and neither the region proof (the removal was
 claimed) nor the legacy audit (the name is no cache) sees it. Here the free names of each edited function are
-compared before and after: a name free only after the migration is an internal error."""
+compared before and after: a name free only after the migration is an internal error.
+
+One visit per function collects the names it binds (parameters, assignment and loop targets, ``with``/``except``
+names, walrus targets, nested definitions, imports, ``global``/``nonlocal``) and the names it reads (every other
+``Name``, attribute names and keywords excepted)."""
 
 from __future__ import annotations
 
 import builtins
 
 import libcst as cst
-import libcst.matchers as m
 
 _BUILTINS = frozenset(dir(builtins)) | {"__class__", "__name__", "__file__"}
 
 
-def _bound(node: cst.CSTNode) -> set[str]:
-    names: set[str] = set()
-    for param in m.findall(node, m.Param()):
-        names.add(param.name.value)
-    for target in m.findall(node, m.AssignTarget() | m.AnnAssign() | m.AugAssign() | m.For() | m.CompFor()):
-        holder = target.target
-        names.update(n.value for n in m.findall(holder, m.Name()))
-    for item in m.findall(node, m.WithItem() | m.ExceptHandler() | m.NamedExpr()):
-        holder = getattr(item, "asname", None) or getattr(item, "name", None) or getattr(item, "target", None)
-        if holder is not None:
-            names.update(n.value for n in m.findall(holder, m.Name()))
-    for definition in m.findall(node, m.FunctionDef() | m.ClassDef()):
-        names.add(definition.name.value)
-    for alias in m.findall(node, m.ImportAlias()):
-        bound = alias.asname.name if alias.asname else alias.name
-        names.add(cst.Module(body=[]).code_for_node(bound).split(".")[0])
-    for statement in m.findall(node, m.Global() | m.Nonlocal()):
-        names.update(item.name.value for item in statement.names)
-    return names
+class _Names(cst.CSTVisitor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.bound: set[str] = set()
+        self.read: set[str] = set()
 
+    # binding positions ------------------------------------------------------------------------------------
 
-def _read(node: cst.CSTNode) -> set[str]:
-    """Names read in ``node``: every Name but attribute names and keyword names."""
-    skip = {a.attr for a in m.findall(node, m.Attribute())}
-    skip |= {a.keyword for a in m.findall(node, m.Arg()) if a.keyword is not None}
-    return {n.value for n in m.findall(node, m.Name()) if n not in skip}
+    def _bind_all(self, node: cst.CSTNode | None) -> None:
+        """The names a target binds: a name, or the names of a tuple/list/starred target (not ``x[i]``, ``x.a``)."""
+        if isinstance(node, cst.Name):
+            self.bound.add(node.value)
+        elif isinstance(node, (cst.Tuple, cst.List)):
+            for element in node.elements:
+                self._bind_all(element.value)
+        elif isinstance(node, cst.StarredElement):
+            self._bind_all(node.value)
+
+    def visit_Param(self, node: cst.Param) -> bool:
+        self.bound.add(node.name.value)
+        for part in (node.annotation, node.default):
+            if part is not None:
+                part.visit(self)
+        return False
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> bool:
+        self._bind_all(node.target)
+        self._reads_inside_target(node.target)
+        return False
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> bool:
+        self._bind_all(node.target)
+        node.target.visit(self)  # `x += 1` reads x too
+        node.value.visit(self)
+        return False
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> bool:
+        self._bind_all(node.target)
+        for part in (node.annotation, node.value):
+            if part is not None:
+                part.visit(self)
+        return False
+
+    def visit_For(self, node: cst.For) -> None:
+        self._bind_all(node.target)
+        self._reads_inside_target(node.target)
+
+    def visit_CompFor(self, node: cst.CompFor) -> None:
+        self._bind_all(node.target)
+
+    def visit_AsName(self, node: cst.AsName) -> bool:
+        self._bind_all(node.name)
+        return False
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+        self._bind_all(node.target)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.bound.add(node.name.value)
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self.bound.add(node.name.value)
+
+    def _imports(self, node: cst.Import | cst.ImportFrom) -> bool:
+        if isinstance(node.names, cst.ImportStar):
+            return False
+        for alias in node.names:
+            if alias.asname is not None:
+                self._bind_all(alias.asname.name)
+            else:
+                self.bound.add(cst.Module(body=[]).code_for_node(alias.name).split(".")[0])
+        return False  # module paths and imported names are not reads
+
+    def visit_Import(self, node: cst.Import) -> bool:
+        return self._imports(node)
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        return self._imports(node)
+
+    def visit_Global(self, node: cst.Global) -> bool:
+        self.bound.update(item.name.value for item in node.names)
+        return False
+
+    def visit_Nonlocal(self, node: cst.Nonlocal) -> bool:
+        self.bound.update(item.name.value for item in node.names)
+        return False
+
+    def _reads_inside_target(self, target: cst.CSTNode) -> None:
+        """``x[i] = ...`` and ``x.a = ...`` read ``x`` and ``i``."""
+        if isinstance(target, (cst.Subscript, cst.Attribute)):
+            target.visit(self)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                self._reads_inside_target(element.value)
+
+    # reading positions ------------------------------------------------------------------------------------
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        node.value.visit(self)  # the attribute name is not a variable
+        return False
+
+    def visit_Arg(self, node: cst.Arg) -> bool:
+        node.value.visit(self)  # nor is a keyword
+        return False
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.read.add(node.value)
 
 
 def free_names(function: cst.CSTNode, module_names: set[str]) -> set[str]:
-    return _read(function) - _bound(function) - module_names - _BUILTINS
+    names = _Names()
+    function.visit(names)
+    return names.read - names.bound - module_names - _BUILTINS
 
 
 def newly_unbound(

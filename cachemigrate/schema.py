@@ -30,13 +30,25 @@ class Fact:
     """A value read off the file being migrated, usable as a bound ``{hole}`` and in ``when``.
 
     Each case is a statement pattern searched in the role's functions; the first that matches gives the fact's
-    value: its ``value`` if set, else the code captured by the hole named ``capture``."""
+    value: its ``value`` if set, else the code captured by the hole named ``capture``. A case's ``mentions``
+    (hole = name) asks that the code a hole captures reads that name."""
 
     name: str
     role: str
     functions: tuple[str, ...]
     cases: tuple[Mapping[str, Any], ...]
     default: str | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Removed:
+    """What an era's runtime no longer has (``[removed]`` of ``era.toml``): code a rule inserts must not name one
+    of ``names``; a migrated file that still imports one of ``imports`` (``module`` or ``module:Name``, relative to
+    transformers) or calls ``self.<method>`` for one of ``methods`` that the file does not define would not run."""
+
+    names: tuple[str, ...] = ()
+    imports: tuple[str, ...] = ()
+    methods: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +59,9 @@ class Era:
     cache_module: str
     facts: tuple[Fact, ...]
     path: Path
+    extends: str | None = None  # the era whose rules, facts and names this one inherits
+    auto: bool = True  # whether ``--era auto`` may choose it (a portable target is chosen by name)
+    removed: Removed = Removed()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,6 +82,7 @@ class Rule:
     replaces: tuple[str, ...] = ()
     explain: str = ""  # said when a required rule finds nothing: what prevents it and what to do
     path: Path | None = None
+    helpers: tuple[str, ...] = ()  # ``module:name`` definitions of ``rules/vendor/`` the rule's code uses
 
     def in_tier(self, tier: str) -> bool:
         return TIERS.index(self.tier) <= TIERS.index(tier)

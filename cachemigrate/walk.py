@@ -10,7 +10,8 @@ Symlinked folders are not followed; a symlinked file is taken when its target is
 ``.gitignore``: ``modeling_*.py`` matches that name in any folder, ``/gen/`` only the folder ``gen`` at the
 root, ``legacy/`` any folder ``legacy``) matched against the path relative to the project root: the nearest
 folder above the paths that holds ``.git``, ``.hg`` or ``pyproject.toml``. A file named on the command line is
-always taken, unless a ``force-exclude`` pattern matches it (for pre-commit, which names every file). A folder
+always taken, unless a ``force-exclude`` pattern matches it, or ``--force-exclude`` (``force-exclude = true``) is
+given and an ``exclude``/``extend-exclude`` pattern matches it: pre-commit names every file, as for black and ruff. A folder
 named on the command line is searched even if it is itself ignored or excluded; the patterns then apply below it.
 """
 
@@ -37,6 +38,7 @@ class Selection:
     exclude: tuple[str, ...] = DEFAULT_EXCLUDE  # replaces the default; extend_exclude adds to it
     extend_exclude: tuple[str, ...] = ()
     force_exclude: tuple[str, ...] = ()
+    force_excludes: bool = False  # --force-exclude: exclude and extend-exclude apply to named files too
 
 
 class PatternError(ValueError):
@@ -157,7 +159,7 @@ def _matcher_for(folder: Path, root: Path, selection: Selection) -> _Matcher:
 def collect(paths: Sequence[Path], selection: Selection = Selection(), root: Path | None = None) -> list[Path]:
     """The files to migrate, in the order given (directories sorted), each once (by its resolved path)."""
     root = Path(os.path.abspath(root or find_root(paths)))
-    force = _spec(selection.force_exclude, "force-exclude")
+    force = _named_spec(selection)
     found: dict[str, Path] = {}
     for path in paths:
         path = Path(path)
@@ -168,12 +170,27 @@ def collect(paths: Sequence[Path], selection: Selection = Selection(), root: Pat
                 shown = path / candidate.relative_to(absolute)
                 found.setdefault(os.path.realpath(candidate), shown)
         elif path.exists() or path.is_symlink():
-            inside = root == absolute.parent or root in absolute.parents
-            if inside and force.match_file(_relative(absolute, root, is_dir=False)):
-                continue
-            if not inside and force.match_file(path.name):
-                continue
-            found.setdefault(os.path.realpath(absolute), path)
+            if not _named_excluded(absolute, force, root):
+                found.setdefault(os.path.realpath(absolute), path)
         else:
             raise FileNotFoundError(f"{path}: no such file or directory")
     return list(found.values())
+
+
+def _named_spec(selection: Selection) -> GitIgnoreSpec:
+    """The patterns a file named on the command line is matched against: ``force-exclude``, and with
+    ``--force-exclude`` also ``exclude`` and ``extend-exclude``."""
+    if selection.force_excludes:
+        return _spec((*selection.force_exclude, *selection.exclude, *selection.extend_exclude), "exclude")
+    return _spec(selection.force_exclude, "force-exclude")
+
+
+def _named_excluded(absolute: Path, spec: GitIgnoreSpec, root: Path) -> bool:
+    inside = root == absolute.parent or root in absolute.parents
+    return bool(spec.match_file(_relative(absolute, root, is_dir=False) if inside else absolute.name))
+
+
+def is_force_excluded(path: Path, selection: Selection = Selection(), root: Path | None = None) -> bool:
+    """A file named on the command line (it need not exist: ``--stdin-filename``) that the selection leaves out."""
+    absolute = Path(os.path.abspath(path))
+    return _named_excluded(absolute, _named_spec(selection), Path(os.path.abspath(root or find_root([path]))))

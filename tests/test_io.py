@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from cachemigrate.cli import main
+from conftest import summary_of
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 BEFORE = (FIXTURES / "4.52" / "full" / "before.py").read_bytes()
@@ -68,7 +69,7 @@ def test_a_read_only_file_is_reported_and_left_alone_with_exit_1(folder):
     assert target.read_bytes() == BEFORE and stat.S_IMODE(target.stat().st_mode) == 0o444
     assert other.read_bytes() == AFTER  # the others are migrated
     data = json.loads((folder / "r.json").read_text())
-    assert data["counts"] == {"migrated": 1, "clean": 0, "failed": 1, "error": 0}
+    assert data["counts"] == {"migrated": 1, "clean": 0, "skipped": 0, "failed": 1, "error": 0}
     # --check and --diff write nothing, so a read-only file is checked like any other
     assert cli("--check", target).exit_code == 1 and "CM905" not in cli("--check", target).stdout
 
@@ -103,7 +104,7 @@ def test_binary_and_undecodable_files_are_a_diagnostic_and_exit_1_not_an_interna
     result = cli(folder)
     assert result.exit_code == 1, result.output
     assert message in result.stdout
-    assert "internal error:" not in result.output and "0 internal errors" in result.stderr
+    assert "internal error:" not in result.output and "internal errors" not in summary_of(result.stderr)
     assert target.read_bytes() == data and good.read_bytes() == AFTER
 
 

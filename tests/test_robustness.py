@@ -3,6 +3,7 @@ the engine does with them (migrated, refused with diagnostics, nothing to migrat
 error, outputs that compile, idempotence and byte-identical unchanged files. The full run (every PyTorch modeling
 file of 4.51.3 and of a 5.x wheel) is ``python bench/robustness.py [tree-or-wheel] -j 2``."""
 
+import dataclasses
 import importlib.util
 import sys
 import zipfile
@@ -35,6 +36,8 @@ def test_a_subset_of_transformers_4_51_3_keeps_every_property(robustness):
     assert statuses["ctrl"] == statuses["decision_transformer"] == "migrated"
     assert statuses["llama"] == statuses["vit"] == "clean"
     assert statuses["bart"] == "failed"
+    prefiltered = {o.name.split("/")[-2] for o in outcomes if o.prefiltered}
+    assert "vit" in prefiltered and not prefiltered & {"ctrl", "decision_transformer", "bart", "bert", "codegen"}
 
 
 def test_the_checks_catch_what_they_look_for(robustness, monkeypatch):
@@ -57,6 +60,14 @@ def test_the_checks_catch_what_they_look_for(robustness, monkeypatch):
     monkeypatch.setattr(robustness, "migrate_bytes", raises)
     outcome = robustness.check("m.py", b"a = 1\n")
     assert outcome.status == "error" and "RuntimeError: boom" in outcome.violations[0]
+
+    def says_failed(data, ruleset, options, path):  # an engine that refuses what the prefilter calls clean
+        return dataclasses.replace(migrate_bytes(data, ruleset, options, path), status="failed")
+
+    monkeypatch.setattr(robustness, "migrate_bytes", says_failed)
+    [skipped] = robustness.check("m.py", b"def f(past_key_values):\n    return past_key_values.x\n").violations
+    assert skipped == "the prefilter skipped it, but the engine says failed"
+    assert robustness.check("m.py", b"def f(past_key_values):\n    return past_key_values[0]\n").violations == []
 
 
 def test_modeling_files_reads_a_wheel_and_skips_tf_and_flax(robustness, tmp_path):

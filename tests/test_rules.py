@@ -303,3 +303,45 @@ def test_the_cache_layout_is_read_from_a_conditional_present(present, rule_id):
     result = migrate_source(edited, RULESET, OPTIONS, path="edited.py")
     assert result.status == "migrated", [str(d) for d in result.diagnostics]
     assert rule_id in result.applied and ({"CM018", "CM019"} - {rule_id}).isdisjoint(result.applied)
+
+
+def test_a_rule_whose_template_needs_an_absent_fact_is_reported_not_an_internal_error():
+    """CM016 and CM018 fill `{presents}` in; a base model that never starts its presents tuple in a known way is left
+    unchanged with a CM901 saying so (this was an internal TemplateError)."""
+    code = (FULL / "before.py").read_text()
+    edited = code.replace("next_cache = () if use_cache else None", "next_cache = self.empty_presents(use_cache)")
+    assert edited != code
+    result = migrate_source(edited, RULESET, OPTIONS, path="edited.py")
+    assert result.status == "failed" and result.migrated == edited
+    messages = [str(d) for d in result.diagnostics]
+    assert any("CM901 CM016" in m and "tuple of presents" in m for m in messages), messages
+    assert len([m for m in messages if "tuple of presents" in m]) == 1  # once, not once per rule that needs it
+    assert not any("internal error" in m for m in messages)
+
+
+@pytest.mark.parametrize(
+    "condition, migrates",
+    [
+        ("self.config.use_cache and use_cache is not False", True),
+        ("use_cache is True", True),
+        ("output_hidden_states", False),  # the same shape, but not the presents: nothing reads use_cache
+    ],
+)
+def test_the_presents_accumulator_is_any_empty_tuple_whose_condition_reads_use_cache(condition, migrates):
+    code = (FULL / "before.py").read_text()
+    edited = code.replace("next_cache = () if use_cache else None", f"next_cache = () if {condition} else None")
+    result = migrate_source(edited, RULESET, OPTIONS, path="edited.py")
+    assert (result.status == "migrated") is migrates, [str(d) for d in result.diagnostics]
+
+
+def test_the_presents_of_an_encoder_decoder_stack_are_not_its_hidden_states():
+    """A Bart-style stack starts `all_hidden_states` the same way as its presents, and first: the presents fact
+    is the tuple whose condition reads use_cache (CM211 returns it, and leaves the hidden states alone)."""
+    code = (FIXTURES / "CM211" / "before.py").read_text()
+    start = "        next_decoder_cache = () if use_cache else None\n"
+    edited = code.replace(start, "        all_hidden_states = () if self.training else None\n" + start)
+    assert edited != code
+    migrated, applied, diagnostics = run_rule("CM211", edited)
+    assert applied == {"CM211": 1} and diagnostics == []
+    assert "next_decoder_cache = next_decoder_cache.self_attention_cache" in migrated
+    assert "all_hidden_states." not in migrated

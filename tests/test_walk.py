@@ -174,9 +174,22 @@ def test_cli_patterns_replace_the_config_patterns(project):
 
 
 def test_force_exclude_in_config_and_on_the_command_line_for_named_files(project):
+    """pre-commit names every file: ``--force-exclude`` (as in ruff, and black's force-exclude) makes the excludes
+    apply to them too; ``force-exclude = true`` does so from the config; a list of patterns always applies."""
     tf, plain = project / "fork" / "modeling_tf_fork.py", project / "fork" / "modeling_fork.py"
+    sub = project / "fork" / "sub" / "modeling_sub.py"
     assert report_of(project, tf, plain) == {"fork/modeling_tf_fork.py", "fork/modeling_fork.py"}
-    assert report_of(project, "--force-exclude", "modeling_tf_*", tf, plain) == {"fork/modeling_fork.py"}
+    # the default exclude (modeling_tf_*.py, modeling_flax_*.py), for named files too
+    assert report_of(project, "--force-exclude", tf, plain) == {"fork/modeling_fork.py"}
+    (project / "pyproject.toml").write_text('[tool.cachemigrate]\nextend-exclude = ["sub/"]\n')
+    assert report_of(project, "--force-exclude", tf, plain, sub) == {"fork/modeling_fork.py"}
+    assert report_of(project, tf, sub) == {"fork/modeling_tf_fork.py", "fork/sub/modeling_sub.py"}
+    (project / "pyproject.toml").write_text('[tool.cachemigrate]\nforce-exclude = true\nexclude = ["sub/"]\n')
+    assert report_of(project, tf, sub) == {"fork/modeling_tf_fork.py"}
+    assert report_of(project, "--no-force-exclude", tf, sub) == {
+        "fork/modeling_tf_fork.py",
+        "fork/sub/modeling_sub.py",
+    }
     (project / "pyproject.toml").write_text('[tool.cachemigrate]\nforce-exclude = ["/fork/modeling_fork.py"]\n')
     assert report_of(project, tf, plain) == {"fork/modeling_tf_fork.py"}
 
@@ -185,4 +198,4 @@ def test_a_bad_pattern_list_in_config_exits_2(project):
     (project / "pyproject.toml").write_text("[tool.cachemigrate]\nforce-exclude = [1]\n")
     result = CliRunner().invoke(main, ["migrate", "--era", "4.52", str(project)])
     assert result.exit_code == 2
-    assert "key `force-exclude`: expected a list of gitignore-style patterns; got [1]" in result.stderr
+    assert "key `force-exclude`: expected true (apply the excludes" in result.stderr and "got [1]" in result.stderr

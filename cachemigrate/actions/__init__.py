@@ -6,13 +6,16 @@ from .add_base_class import AddBaseClass
 from .add_method import AddMethod
 from .add_parameter import AddParameter
 from .base import Action, ActionContext
+from .drop_import import DropImport
 from .insert_statements import InsertStatements
 from .pass_argument import PassArgument
 from .rename_parameter import RenameParameter
+from .replace_class_statements import ReplaceClassStatements
 from .replace_expression import ReplaceExpression
 from .replace_statements import ReplaceStatements
 from .set_class_attribute import SetClassAttribute
 from .thread_layer_idx import ThreadLayerIdx
+from .tie_weights_mapping import TieWeightsMapping
 
 ACTIONS: dict[str, type[Action]] = {
     cls.name: cls
@@ -27,6 +30,9 @@ ACTIONS: dict[str, type[Action]] = {
         AddMethod,
         RenameParameter,
         AddBaseClass,
+        DropImport,
+        ReplaceClassStatements,
+        TieWeightsMapping,
     )
 }
 

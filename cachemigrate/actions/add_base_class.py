@@ -32,6 +32,8 @@ class AddBaseClass(Action):
 
 
 class _Planner(Planner):
+    CLASS_LEVEL = True
+
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         name = node.name.value
         action: AddBaseClass = self.action

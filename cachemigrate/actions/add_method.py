@@ -1,18 +1,23 @@
 """``add_method``: add a method, written as a template, to the role's classes (unless one of that name exists).
-Used for the cache_position-based 4D mask builder of the static tier."""
+Used for the cache_position-based 4D mask builder of the static tier, and for ``PreTrainedModel`` methods that a
+newer transformers removed (with ``if_used``: only in files that use one of the names, as ``self.get_head_mask``)."""
 
 from __future__ import annotations
 
 import textwrap
 
 import libcst as cst
+import libcst.matchers as m
 
 from .base import Action, Planner
 
 
 class AddMethod(Action):
     name = "add_method"
-    PARAMS = {"template": (str, True, "the method, a `def` statement")}
+    PARAMS = {
+        "template": (str, True, "the method, a `def` statement"),
+        "if_used": (list, False, "attribute names: the method is added only to files that use one (`x.<name>`)"),
+    }
 
     @classmethod
     def check_params(cls, rule, check) -> None:
@@ -26,8 +31,16 @@ class AddMethod(Action):
     def planner(self) -> Planner:
         return _Planner(self)
 
+    def plan(self, module: cst.Module) -> list:
+        used = self.param("if_used")
+        if used and not m.findall(module, m.Attribute(attr=m.Name(m.MatchIfTrue(lambda value: value in used)))):
+            return self.edits
+        return super().plan(module)
+
 
 class _Planner(Planner):
+    CLASS_LEVEL = True
+
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         if self.function_stack or node.name.value not in self.ctx.classes:
             return

@@ -76,8 +76,21 @@ class Action:
         raise NotImplementedError
 
     def plan(self, module: cst.Module) -> list[Edit]:
-        module.visit(self.planner())
+        planner = self.planner()
+        if planner.VISIT_EVERYTHING:
+            module.visit(planner)
+            return self.edits
+        # only the classes and functions in scope are visited (the module itself is the root of every path)
+        planner.stack.append(module)
+        for stmt in module.body:
+            if isinstance(stmt, (cst.ClassDef, cst.FunctionDef)) and planner.wants(stmt):
+                stmt.visit(planner)
+        planner.stack.pop()
         return self.edits
+
+    def helpers_needed(self) -> list[str]:
+        """The rule's ``helpers`` (vendored definitions) that its edits use: all of them once it made any."""
+        return list(self.rule.helpers) if self.edits else []
 
     def finalize(self, edits: Sequence[Edit]) -> None:
         """Called once every rule has planned, with all their edits: a last adjustment of this action's own."""
@@ -91,6 +104,7 @@ class Planner(cst.CSTVisitor):
     also edits call sites elsewhere in the file."""
 
     VISIT_EVERYTHING = False
+    CLASS_LEVEL = False  # the planner edits classes themselves (attributes, bases, methods), not only functions
 
     def __init__(self, action: Action) -> None:
         super().__init__()
@@ -142,6 +156,15 @@ class Planner(cst.CSTVisitor):
         return self.ctx.views.block(block, self.current_function)
 
     # -- traversal -------------------------------------------------------------------------------------------
+
+    def wants(self, top: cst.CSTNode) -> bool:
+        """A top-level class or function this rule may edit."""
+        name = top.name.value
+        if isinstance(top, cst.ClassDef):
+            if self.CLASS_LEVEL and name in self.ctx.classes:
+                return True
+            return any(q.startswith(name + ".") for q in self.ctx.functions)
+        return name in self.ctx.functions
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         """Track where we are, and skip whole classes and functions the rule does not apply to."""

@@ -10,11 +10,17 @@ Anchors:
                         unpacking, ``torch.cat``...): statements before it that only hand the cache on (an sdpa
                         class's fallback ``return super().forward(..., past_key_value, ...)``) still see it as
                         it came in; ``after_assignments`` as above
+  ``after_last_assignment``  after the last top-level statement that assigns a name of ``after_assignments``
+                        (``use_cache = False`` under gradient checkpointing, say), and after the block of the rule
+                        ``after_rule`` if it is in the same function
 
 ``moves`` (a statement template) makes the insertion conditional: it happens only in functions where exactly one
 top-level statement matches, whose targets nothing else in the function assigns; that statement is removed and
 its captures fill the template. A value computed from the cache late in the function is computed at the anchor
 instead (before other rules' edits make the cache change in between).
+
+Blocks anchored ``before_first_use`` or ``after_last_assignment`` also precede the statements that OTHER rules
+make read the cache (see :meth:`InsertStatements.finalize`).
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from ..patterns import TemplateError, code_of, compile_statements, match_stateme
 from .base import Action, Planner
 from .helpers import check_holes, depth_of, filled_and_formatted
 
-ANCHORS = ("function_start", "before_first_use", "after_loop", "before_first_tuple_use")
+ANCHORS = ("function_start", "before_first_use", "after_loop", "after_last_assignment", "before_first_tuple_use")
 
 
 def _assigns(stmt: cst.CSTNode, name: str) -> bool:
@@ -65,6 +71,7 @@ class InsertStatements(Action):
         "template": (str, True, "the statements to insert, as a template"),
         "anchor": (str, True, f"one of {', '.join(ANCHORS)}"),
         "after_assignments": (list, False, "names that must be assigned before the inserted block"),
+        "after_rule": (str, False, "a rule whose inserted block, in the same function, must come first"),
         "moves": (str, False, "a statement template: insert only where one statement matches, and remove it"),
     }
 
@@ -96,7 +103,13 @@ class InsertStatements(Action):
         statement of the function that reads the cache once every rule's edits are applied."""
         for insert, cache, function in self.deferred:
             body = insert.block.body
-            reads = [i for i in range(insert.index) if _edited_to_read(edits, insert, i, cache)]
+            after = self.param("after_rule")
+            if after:  # the other rule's block in this function goes first (same index: rule order)
+                theirs = [e for e in edits if e.rule == after and getattr(e, "block", None) is insert.block]
+                if theirs:
+                    insert.index = max(insert.index, max(e.index for e in theirs))
+            none_safe = self.param("anchor") == "after_last_assignment"  # it only creates a missing cache
+            reads = [i for i in range(insert.index) if _edited_to_read(edits, insert, i, cache, none_safe)]
             if not reads:
                 continue
             first = reads[0]
@@ -146,7 +159,7 @@ class _Planner(Planner):
         self.insert(node.body, index, new)
         if moved is not None:
             self.remove(body[moved[0]])
-        if action.param("anchor") == "before_first_use":
+        if action.param("anchor") in ("before_first_use", "after_last_assignment"):
             action.deferred.append((action.edits[-1], bound["cache"], self.current_function))
 
     def _moved(self, node: cst.FunctionDef, body: list, bound: dict) -> tuple[int, dict] | None:
@@ -175,6 +188,10 @@ class _Planner(Planner):
         start = 1 if body and _is_docstring(body[0]) else 0
         if anchor == "function_start":
             return start
+        if anchor == "after_last_assignment":
+            names = action.param("after_assignments", [])
+            last = max((i for i, s in enumerate(body) if any(_assigns(s, n) for n in names)), default=start - 1)
+            return max(last + 1, start)
         if anchor == "after_loop":
             layers = bound.get("layers")
             for index, stmt in enumerate(body):
@@ -209,12 +226,28 @@ def _holds_any(stmt: cst.CSTNode, nodes: set) -> bool:
     return any(name in nodes for name in m.findall(stmt, m.Name()))
 
 
-def _edited_to_read(edits, insert, index: int, cache: str) -> bool:
+def _tests_none(stmt: cst.CSTNode, cache: str) -> bool:
+    """``if cache is None: ... else: ...``, ``if cache is not None: ...``, ``if isinstance(cache, X): ...``: what
+    it reads of the cache only runs when there is one (a block that only creates a missing cache need not
+    precede it)."""
+    check = m.Comparison(left=m.Name(cache), comparisons=[m.ComparisonTarget(m.Is() | m.IsNot(), m.Name("None"))])
+    check |= m.Call(func=m.Name("isinstance"), args=[m.Arg(m.Name(cache)), m.Arg()])  # False for None
+    if m.matches(stmt, m.If(test=check)):
+        return True
+    # `n = <reads cache> if cache is not None else 0`
+    guarded = m.Assign(value=m.IfExp(test=check)) | m.AugAssign(value=m.IfExp(test=check))
+    return m.matches(stmt, m.SimpleStatementLine(body=[guarded]))
+
+
+def _edited_to_read(edits, insert, index: int, cache: str, none_safe: bool = False) -> bool:
     """Some other edit rewrites statement ``index`` of the insert's block (or code inside it) into code that reads
-    ``cache``. Edits are built dry, with captures as they are in the original."""
+    ``cache``. Edits are built dry, with captures as they are in the original. With ``none_safe``, reads that only
+    run when there is a cache (under ``if cache is not None``, ``isinstance(cache, ...)``) do not count."""
     from ..edits import Replace, Resolve, Splice
 
     stmt = insert.block.body[index]
+    if none_safe and _tests_none(stmt, cache):
+        return False
     dry = Resolve({})
     for edit in edits:
         if edit is insert or edit.rule == insert.rule:
@@ -227,7 +260,7 @@ def _edited_to_read(edits, insert, index: int, cache: str) -> bool:
             and edit.block is insert.block
             and edit.index <= index < edit.index + max(1, edit.count)
         ):
-            nodes = list(edit.build(dry))
+            nodes = [n for n in edit.build(dry) if not (none_safe and _tests_none(n, cache))]
         elif isinstance(edit, Splice) and stmt in edit.path:
             nodes = list(edit.build(dry))
         else:

@@ -47,6 +47,8 @@ def preserve(
 def _key(stmt: cst.BaseStatement) -> str:
     """The statement's code with every space and line break taken out: the same code in another layout (a
     call split over lines, say) compares equal."""
+    if hasattr(stmt, "leading_lines"):
+        stmt = stmt.with_changes(leading_lines=[])  # comments above it are not its code
     return "".join(code_of(stmt).split())
 
 

@@ -31,6 +31,8 @@ class SetClassAttribute(Action):
 
 
 class _Planner(Planner):
+    CLASS_LEVEL = True
+
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         if self.function_stack or node.name.value not in self.ctx.classes:
             return

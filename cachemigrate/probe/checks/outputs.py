@@ -21,6 +21,21 @@ def output_attentions(probe) -> str:
 
 
 @check(needs_decoder_only)
+def output_hidden_states(probe) -> str:
+    """Every layer's hidden states, for the prompt and for one cached step (the accumulation of hidden states
+    sits next to the accumulation of presents, which the migration rewrites)."""
+    original, migrated = probe.pair()
+    prompt, steps = probe.prompt_and_steps()
+    out_o = original(input_ids=prompt, use_cache=True, output_hidden_states=True)
+    out_m = migrated(input_ids=prompt, use_cache=True, output_hidden_states=True)
+    expect_same(out_o.hidden_states, out_m.hidden_states, "prompt hidden states")
+    step_o = original(input_ids=steps[0], past_key_values=past(out_o), use_cache=True, output_hidden_states=True)
+    step_m = migrated(input_ids=steps[0], past_key_values=past(out_m), use_cache=True, output_hidden_states=True)
+    expect_same(step_o.hidden_states, step_m.hidden_states, "cached-step hidden states")
+    return f"{len(out_o.hidden_states)} hidden states identical (prompt and cached step)"
+
+
+@check(needs_decoder_only)
 def return_dict_false(probe) -> str:
     """``return_dict=False, use_cache=True``: the original's tuple layout, past included, with and without a past in.
 
