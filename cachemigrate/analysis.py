@@ -45,6 +45,28 @@ CONSUMING_BUILTINS = frozenset(
 )
 CHECKING_BUILTINS = frozenset({"isinstance", "type", "hasattr", "getattr", "id"})
 GUARD_TYPES = frozenset({"Cache", "DynamicCache", "StaticCache", "EncoderDecoderCache"})
+# Attributes that only a Cache object has (a tuple or a tensor has none of them).
+CACHE_ONLY_ATTRIBUTES = frozenset(
+    {
+        "update",
+        "get_seq_length",
+        "get_usable_length",
+        "get_max_cache_shape",
+        "get_max_length",
+        "reorder_cache",
+        "to_legacy_cache",
+        "is_updated",
+        "self_attention_cache",
+        "cross_attention_cache",
+        "key_cache",
+        "value_cache",
+        "has_previous_state",
+        "crop",
+        "layers",
+        "get_mask_sizes",
+        "update_conv_state",
+    }
+)
 
 
 @dataclasses.dataclass
@@ -104,6 +126,20 @@ class ModuleInfo:
     def legacy_uses(self) -> list[CacheUse]:
         return [u for f in self.functions.values() for u in f.legacy()]
 
+    def on_cache_api(self) -> bool:
+        """The file is already migrated: its model code reaches the cache through methods only a ``Cache`` has
+        (``update``, ``get_seq_length``...), and reads it as a tuple nowhere but in ``_reorder_cache``, the beam
+        reorder that ``generate()`` calls only for tuple caches (kept for backward compatibility)."""
+        legacy = self.legacy_uses()
+        if any(self.functions[u.function].name != "_reorder_cache" for u in legacy):
+            return False
+        return any(
+            u.kind == "api" and u.idiom.rsplit(".", 1)[-1] in CACHE_ONLY_ATTRIBUTES
+            for f in self.functions.values()
+            if f.name != "_reorder_cache"
+            for u in f.uses
+        )
+
 
 # --------------------------------------------------------------------------------------------------------------
 # Use classification
@@ -155,6 +191,8 @@ class _UseCollector(cst.CSTVisitor):
     def visit_IfExp(self, node: cst.IfExp) -> None:
         if self._guard_test(node.test):
             self.guarded.add(node.orelse)
+        elif self._tuple_only(node.test):  # `<tuple code> if not isinstance(x, Cache) else <Cache code>`
+            self.guarded.add(node.body)
 
     def visit_If(self, node: cst.If) -> None:
         # `if ... and not isinstance(x, Cache):` (or `isinstance(x, tuple)`): a branch only tuples reach

@@ -27,6 +27,7 @@ from .apply import ApplyError, Reformat, apply_plan
 from .audit import Offsets, claims_of, find_violation
 from .diagnostics import Diagnostic
 from .edits import Plan
+from .excerpts import source_line
 from .facts import bound_holes, find_facts, functions_in_scope
 from .imports import IMPORTS_RULE, plan_imports
 from .names import newly_unbound
@@ -127,7 +128,9 @@ def plan_rules(
         functions, classes = functions_in_scope(info, rule.role, rule.functions)
         needed = set(rule.when) | _facts_in_templates(rule, era)
         if not _when_holds(rule, facts) or not needed <= set(facts):
-            missing = sorted(needed - set(facts) - undetermined)
+            # a when-fact that is known and different: the rule is not for this file, nothing to report
+            contradicted = any(key in facts and facts[key] != value for key, value in rule.when.items())
+            missing = [] if contradicted else sorted(needed - set(facts) - undetermined)
             if rule.required and missing and functions:
                 # e.g. the legacy layout of a layer's cache: without it no rule returns the cache as a tuple
                 undetermined.update(missing)
@@ -327,7 +330,9 @@ def _leftover_diagnostics(
     originals: dict[tuple, list] = {}
     for use in before.legacy_uses():
         originals.setdefault((use.function, use.statement, use.idiom), []).append(use)
-    result = []
+    code = locate.module.code
+    # one diagnostic per statement (a statement reading `past[0]` and `past[1]` is one construct)
+    grouped: dict[tuple, list] = {}
     for use in [*kept, *(u for q in reanalysed for u in after.functions[q].legacy())]:
         matches = originals.get((use.function, use.statement, use.idiom))
         if matches:
@@ -335,15 +340,22 @@ def _leftover_diagnostics(
         else:
             fn = before.functions.get(use.function)
             line, column = locate(fn.node if fn else None)
+        grouped.setdefault((use.function, use.statement), []).append((line, column, use))
+    result = []
+    for (function, _), uses in grouped.items():
+        line, column, first = min(uses, key=lambda found: found[:2])
+        idioms = list(dict.fromkeys(f"`{use.idiom}`" for _, _, use in sorted(uses, key=lambda found: found[:2])))
+        excerpt = source_line(code, line)
+        where = f" in `{excerpt}`" if excerpt else ""
         result.append(
             Diagnostic(
                 path,
                 line,
                 column,
                 codes.UNKNOWN_IDIOM,
-                f"`{use.variable}` is used as a tuple cache in {use.function} (`{use.idiom}` in `{use.statement}`) "
-                "and no rule rewrites this idiom; the file was left unchanged. Migrate this statement by hand "
-                "or add a rule for it",
+                f"`{first.variable}` is used as a tuple cache in {function} ({', '.join(idioms)}{where}) and no rule "
+                "rewrites this idiom; the file was left unchanged. Migrate this statement by hand or add a rule "
+                "for it",
             )
         )
     return result
@@ -387,7 +399,7 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
     if error:
         return done("failed", diags=[error])
     before = analyze(module, era.cache_names)
-    if not before.legacy_uses():
+    if not before.legacy_uses() or before.on_cache_api():
         return done("clean")
     locate = Locator(module)
     closed = unreachable_cache(before)
@@ -412,8 +424,9 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
                     line,
                     column,
                     codes.NO_ROLES,
-                    f"`{first.variable}` is used as a tuple cache (`{first.idiom}`), but no attention/block/model "
-                    "structure using it was recognised; the file was left unchanged",
+                    f"`{first.variable}` is used as a tuple cache (`{first.idiom}` in "
+                    f"`{source_line(module.code, line)}`), but no attention/block/model structure using it was "
+                    "recognised; the file was left unchanged",
                 )
             ],
         )
@@ -436,6 +449,11 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
     edited = _edited_tops(module, plan)
     functions = _edited_functions(plan)
     unbound = _unbound_names(module, new_module, edited, functions)
+    if unbound and found:
+        # a rule could not be applied, so the file stays as it is anyway: what the user can act on is why, not
+        # the half-planned code the other rules would have left
+        found.extend(_leftover_diagnostics(before, new_module, edited, functions, era, path, locate))
+        return done("failed", diags=found, applied=dict(matched))
     if unbound:
         function, names = unbound
         line, column = locate(before.functions[function].node) if function in before.functions else (1, 1)

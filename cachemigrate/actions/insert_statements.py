@@ -109,7 +109,9 @@ class InsertStatements(Action):
                 if theirs:
                     insert.index = max(insert.index, max(e.index for e in theirs))
             none_safe = self.param("anchor") == "after_last_assignment"  # it only creates a missing cache
-            reads = [i for i in range(insert.index) if _edited_to_read(edits, insert, i, cache, none_safe)]
+            reads = [
+                i for i in range(insert.index) if _edited_to_read(edits, insert, i, cache, none_safe, skip={after})
+            ]
             if not reads:
                 continue
             first = reads[0]
@@ -189,9 +191,16 @@ class _Planner(Planner):
         if anchor == "function_start":
             return start
         if anchor == "after_last_assignment":
+            # assignments in or after the loop over the blocks come too late for a cache the loop hands on
+            # (Idefics sets `use_cache = False` again inside its layer loop)
             names = action.param("after_assignments", [])
-            last = max((i for i, s in enumerate(body) if any(_assigns(s, n) for n in names)), default=start - 1)
-            return max(last + 1, start)
+            layers = bound.get("layers")
+            loop = next(
+                (i for i, s in enumerate(body) if isinstance(s, cst.For) and layers and _mentions(s.iter, layers)),
+                len(body),
+            )
+            assigning = [i for i, s in enumerate(body[:loop]) if any(_assigns(s, n) for n in names)]
+            return max(max(assigning, default=start - 1) + 1, start)
         if anchor == "after_loop":
             layers = bound.get("layers")
             for index, stmt in enumerate(body):
@@ -239,10 +248,11 @@ def _tests_none(stmt: cst.CSTNode, cache: str) -> bool:
     return m.matches(stmt, m.SimpleStatementLine(body=[guarded]))
 
 
-def _edited_to_read(edits, insert, index: int, cache: str, none_safe: bool = False) -> bool:
+def _edited_to_read(edits, insert, index: int, cache: str, none_safe: bool = False, skip=frozenset()) -> bool:
     """Some other edit rewrites statement ``index`` of the insert's block (or code inside it) into code that reads
     ``cache``. Edits are built dry, with captures as they are in the original. With ``none_safe``, reads that only
-    run when there is a cache (under ``if cache is not None``, ``isinstance(cache, ...)``) do not count."""
+    run when there is a cache (under ``if cache is not None``, ``isinstance(cache, ...)``) do not count. Edits of
+    the rules in ``skip`` (the ``after_rule``, whose block goes first by design) do not count either."""
     from ..edits import Replace, Resolve, Splice
 
     stmt = insert.block.body[index]
@@ -250,7 +260,7 @@ def _edited_to_read(edits, insert, index: int, cache: str, none_safe: bool = Fal
         return False
     dry = Resolve({})
     for edit in edits:
-        if edit is insert or edit.rule == insert.rule:
+        if edit is insert or edit.rule == insert.rule or edit.rule in skip:
             continue
         if isinstance(edit, Replace) and (edit.node is stmt or stmt in edit.path):
             built = edit.build(edit.node, dry)

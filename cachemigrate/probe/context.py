@@ -7,7 +7,7 @@ from .compare import past
 from .compare import one_line
 from .models import ModelClasses, build_original, build_pair
 from .seq2seq import build_cross_pair, cross_targets, decoder_changes, encoder_states
-from .tiny import tiny_config
+from .tiny import tiny_config, vocab_of
 
 PROMPT_LEN = 5
 STEPS = 3
@@ -26,7 +26,7 @@ class Probe:
         self.migr = migrated
         self.static = static
         self.seed = seed
-        self.vocab_size = tiny_config(original.config_class).vocab_size
+        self.vocab_size = vocab_of(tiny_config(original.config_class))
         self._pairs: dict = {}
         self._buildable: dict = {}
 

@@ -46,24 +46,53 @@ def _defined_here(module) -> list[type]:
 
 
 def _is_generation_head(cls) -> bool:
-    """True when a class of the module itself lists GenerationMixin as a base.
+    """True when a class of the module itself makes ``cls`` a generation head.
 
     Up to transformers 4.51 PreTrainedModel inherits GenerationMixin, so ``issubclass`` alone would call every model
     a head; the heads are the classes that (re)declare it, e.g. ``class GPT2LMHeadModel(GPT2PreTrainedModel,
-    GenerationMixin)``.
+    GenerationMixin)``, or, in files written before 4.45 (``class LlamaForCausalLM(LlamaPreTrainedModel)``), the
+    classes that define their own ``prepare_inputs_for_generation``: that is how those releases told a head, and
+    their ``generate()`` still works on a runtime whose PreTrainedModel inherits GenerationMixin.
     """
     from transformers import GenerationMixin, PreTrainedModel
 
-    own = [klass for klass in cls.__mro__ if klass.__module__ == cls.__module__]
-    if any(GenerationMixin in klass.__bases__ for klass in cls.__mro__ if klass is not PreTrainedModel):
-        return True
-    # heads written before 4.45 (or that forgot the mixin) generate through PreTrainedModel's GenerationMixin;
-    # they show it by defining the generation hooks themselves
-    return any("prepare_inputs_for_generation" in vars(k) or "_reorder_cache" in vars(k) for k in own)
+    library = (PreTrainedModel, GenerationMixin, object)
+    hooks = ("prepare_inputs_for_generation", "_reorder_cache")  # a head that defines them generates
+    for klass in cls.__mro__:
+        if klass in library:
+            continue
+        if GenerationMixin in klass.__bases__:
+            return True
+        if any(hook in vars(klass) for hook in hooks) and issubclass(cls, GenerationMixin):
+            return True
+    return False
 
 
 def _forward_params(cls) -> list[str]:
     return list(inspect.signature(cls.forward).parameters)[1:]
+
+
+def _config_candidates(cls) -> list[type]:
+    """The config classes a model class may be built from: its own ``config_class``, then that config's
+    sub-configs (CLVP's head declares ``ClvpConfig`` but is built from its ``decoder_config``, a
+    ``ClvpDecoderConfig``)."""
+    from transformers import PretrainedConfig
+
+    declared = cls.config_class
+    subs = [c for c in (getattr(declared, "sub_configs", None) or {}).values() if isinstance(c, type)]
+    return [declared] + [c for c in subs if issubclass(c, PretrainedConfig) and c is not declared]
+
+
+def _head_config(head) -> tuple[type, object]:
+    """The first config class whose tiny config builds ``head`` (Bark's sub-models and CLVP's decoder are
+    configured apart from the whole model), and the model built; the first error when none does."""
+    first = None
+    for config_class in _config_candidates(head):
+        try:
+            return config_class, head(tiny_config(config_class))
+        except Exception as exc:  # noqa: BLE001 - a config that does not fit this head: try the next one
+            first = first or exc
+    raise first
 
 
 def discover(module) -> ModelClasses:
@@ -82,8 +111,8 @@ def discover(module) -> ModelClasses:
     head = min(causal, key=lambda c: len(_forward_params(c))) if causal else None
     seq2seq_head = min(seq2seq, key=lambda c: len(_forward_params(c))) if seq2seq else None
     if head is not None or seq2seq_head is not None:
-        base = type((head or seq2seq_head)(tiny_config(config_class)).base_model)
-        return ModelClasses(config_class, head, base, module.__name__, seq2seq_head)
+        config_class, model = _head_config(head or seq2seq_head)
+        return ModelClasses(config_class, head, type(model.base_model), module.__name__, seq2seq_head)
     for cls in with_past:
         model = cls(tiny_config(config_class))
         if model.base_model is model and any(isinstance(m, nn.ModuleList) for m in model.children()):
@@ -97,7 +126,8 @@ def matching_classes(original: ModelClasses, module) -> ModelClasses:
         head = getattr(module, original.head_class.__name__) if original.head_class else None
         base = getattr(module, original.base_class.__name__)
         seq2seq = getattr(module, original.seq2seq_class.__name__) if original.seq2seq_class else None
-        return ModelClasses(base.config_class, head, base, module.__name__, seq2seq)
+        named = [c for c in _config_candidates(head or base) if c.__name__ == original.config_class.__name__]
+        return ModelClasses(named[0] if named else base.config_class, head, base, module.__name__, seq2seq)
     except AttributeError:
         return discover(module)
 

@@ -22,7 +22,7 @@ from .loading import ProbeSetupError, load_modeling_module, packages_for, unload
 from .models import build_original, discover, matching_classes
 from .seq2seq import cross_targets, encoder_states
 from .report import ERROR, FAIL, PASS, SETUP_ERROR, SKIP, CheckResult
-from .tiny import tiny_config
+from .tiny import tiny_config, vocab_of
 
 
 def run_probe(
@@ -109,7 +109,7 @@ def _smoke(classes, seed: int) -> None:
         target = cross_targets(classes, classes)[0]
         model = build_original(target.orig, target.config(), seed)
         call = target.inputs(None, encoder_states(seed, 1, target.width(model)))
-    vocab = model.config.vocab_size
+    vocab = vocab_of(model.config)
     tokens = torch.randint(1, max(2, vocab - 1), (1, 3))
     with torch.no_grad():
         if call:

@@ -116,7 +116,9 @@ RULES = (
         _const(FFN),
     ),
     Rule(("n_inner",), _const(None), keep_none=False),  # None: 4 x width
-    Rule(("vocab_size", "decoder_vocab_size"), _const(VOCAB), keep_none=False),
+    Rule(
+        ("vocab_size", "decoder_vocab_size", "input_vocab_size", "output_vocab_size"), _const(VOCAB), keep_none=False
+    ),
     Rule(
         ("n_positions", "max_position_embeddings", "n_ctx", "max_seq_len", "max_target_positions"), _const(POSITIONS)
     ),
@@ -169,3 +171,11 @@ def _shrink_nested(config, depth: int = 0) -> None:
             for name, tiny in tiny_overrides(vars(value)).items():
                 setattr(value, name, tiny)
             _shrink_nested(value, depth + 1)
+
+
+def vocab_of(config) -> int:
+    """The number of input token ids of a config (Bark's sub-models call it ``input_vocab_size``)."""
+    for name in ("vocab_size", "input_vocab_size"):
+        if isinstance(getattr(config, name, None), int):
+            return getattr(config, name)
+    raise AttributeError(f"{type(config).__name__} has no vocab_size")

@@ -1,0 +1,95 @@
+"""Diagnostics a user can act on: no internal errors for legacy code the rules do not know, one diagnostic per
+statement, a short quote of the user's own line (never a statement flattened onto one line, no comment), no
+internal jargon."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from cachemigrate.engine import Options, migrate_source
+from cachemigrate.excerpts import source_line
+
+PIKE = Path(__file__).resolve().parent.parent / "fixtures" / "unknown_idiom" / "modeling_pike.py"
+JARGON = ("TemplateError", "__cm_", "era.toml", "fact", "hole", "template", "view")
+
+
+def _migrate(code, ruleset, path="modeling_x.py"):
+    return migrate_source(code, ruleset, Options(line_length=119), path=path)
+
+
+def test_a_transformers_2_style_fork_is_reported_not_an_internal_error(ruleset_452):
+    code = PIKE.read_text()
+    result = _migrate(code, ruleset_452, "modeling_pike.py")
+    assert result.status == "failed" and result.migrated == code
+    messages = [d.message for d in result.diagnostics]
+    assert not any(word in message for word in JARGON for message in messages), messages
+    # the accumulator that is not `() if use_cache else None` is named in the user's terms, at the base model
+    line = code.splitlines().index("    def forward(self, input_ids=None, past=None, attention_mask=None):") + 1
+    presents = [d for d in result.diagnostics if "presents" in d.message]
+    assert len(presents) == 1 and presents[0].line == line  # one construct, one diagnostic
+    assert any("() if use_cache else None" in d.message for d in presents)
+
+
+def test_one_statement_gives_one_diagnostic_quoting_its_own_line_without_the_comment(ruleset_452):
+    code = PIKE.read_text()
+    result = _migrate(code, ruleset_452, "modeling_pike.py")
+    unpack = "past_key, past_value = layer_past[0].transpose(-2, -1), layer_past[1]"
+    on_line = [d for d in result.diagnostics if d.code == "CM900" and unpack in d.message]
+    assert len(on_line) == 1
+    message = on_line[0].message
+    assert "`layer_past[0]`" in message and "`layer_past[1]`" in message
+    assert "keys back to" not in message  # the line's comment is not quoted
+
+
+def test_a_use_inside_a_long_call_quotes_the_one_line_it_is_on(ruleset_452):
+    code = textwrap.dedent("""
+        import torch
+        from torch import nn
+
+
+        class WrenAttention(nn.Module):
+            def forward(self, hidden_states, layer_past=None):
+                key = value = hidden_states
+                if layer_past is not None:
+                    key = torch.cat((layer_past[0], key), dim=-2)
+                    value = torch.cat((layer_past[1], value), dim=-2)
+                return key + value, (key, value)
+
+
+        class WrenBlock(nn.Module):
+            def __init__(self, config):
+                super().__init__()
+                self.attn = WrenAttention()
+
+            def forward(self, hidden_states, layer_past=None):
+                return self.attn(hidden_states, layer_past=layer_past)
+
+
+        class WrenModel(nn.Module):
+            def __init__(self, config):
+                super().__init__()
+                self.h = nn.ModuleList([WrenBlock(config) for _ in range(2)])
+
+            def forward(self, hidden_states, past_key_values=None):
+                for i, block in enumerate(self.h):
+                    hidden_states, _ = block(
+                        hidden_states,  # the states
+                        layer_past=past_key_values[i] if past_key_values else None,  # one layer
+                    )
+                return hidden_states
+        """)
+    result = _migrate(code, ruleset_452)
+    assert result.status == "failed" and result.migrated == code
+    [diagnostic] = [d for d in result.diagnostics if d.code != "CM901"]
+    assert "in `layer_past=past_key_values[i] if past_key_values else None,`" in diagnostic.message
+    assert "\n" not in diagnostic.message and "hidden_states," not in diagnostic.message
+    assert code.splitlines()[diagnostic.line - 1].strip().startswith("layer_past=past_key_values[i]")
+
+
+def test_source_line_cuts_long_lines_at_a_word_and_keeps_hashes_in_strings():
+    code = 'x = "a # not a comment"  # a comment\n' + "y = " + " + ".join(["value"] * 40) + "\n"
+    assert source_line(code, 1) == 'x = "a # not a comment"'
+    long = source_line(code, 2)
+    assert len(long) <= 100 and long.endswith(" …") and long.startswith("y = value + value")
+    assert source_line(code, 9) == ""
