@@ -18,7 +18,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 TIERS = ("dynamic", "static", "upstream")
-ROLES = ("attention", "block", "base_model", "pretrained", "head", "any")
+ROLES = ("attention", "block", "base_model", "pretrained", "head", "reader", "any")
 
 
 class RuleError(ValueError):
