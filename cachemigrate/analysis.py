@@ -38,6 +38,7 @@ import libcst.matchers as m
 from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
 
 from .patterns import code_of
+from .roles import assign_roles
 
 CONSUMING_BUILTINS = frozenset(
     {"zip", "len", "enumerate", "tuple", "list", "iter", "map", "reversed", "sum", "any", "all", "sorted", "next"}
@@ -263,6 +264,8 @@ class _UseCollector(cst.CSTVisitor):
         kind, context = self.classify(node, parent)
         if kind == "alias":
             self.names.update(self._alias_targets(node, context))
+        elif kind == "legacy":
+            self.names.update(self._part_targets(context))
         stmt = context
         while stmt is not None and not isinstance(stmt, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
             stmt = self.parent(stmt)
@@ -379,6 +382,18 @@ class _UseCollector(cst.CSTVisitor):
             holder = self.parent(parent)  # the right operand is a truth test only where the whole is one
             return self._is_truth_test(parent, holder) if holder is not None else False
         return False
+
+    def _part_targets(self, context: cst.CSTNode) -> list[str]:
+        """``part = C[:2] if C is not None else None`` (or ``part = C[-2:]``): a slice of a layer's past is a part
+        of the cache (its self- or cross-attention half), handed on like the cache itself."""
+        if not (isinstance(context, cst.Subscript) and any(isinstance(e.slice, cst.Slice) for e in context.slice)):
+            return []
+        holder = self.parent(context)
+        if isinstance(holder, cst.IfExp) and holder.body is context:
+            holder = self.parent(holder)
+        if isinstance(holder, cst.Assign) and holder.value in (context, self.parent(context)):
+            return self._alias_targets(context, holder)
+        return []
 
     def _alias_targets(self, node: cst.Name, assign: cst.CSTNode) -> list[str]:
         if not isinstance(assign, cst.Assign):
@@ -534,6 +549,11 @@ class _Structure:
             func=m.Attribute(attr=m.Name("ModuleList")) | m.Name("ModuleList"),
             args=[m.Arg(m.ListComp(elt=built) | m.GeneratorExp(elt=built) | m.List([m.Element(built)]))],
         )
+        appended = self._appended(init)
+        module_list_of = m.Attribute(attr=m.Name("ModuleList")) | m.Name("ModuleList")
+        filled = m.Call(func=module_list_of, args=[]) | m.Call(
+            func=module_list_of, args=[m.Arg(m.SaveMatchedNode(m.Name(), "list"))]
+        )
         for assign in m.findall(init, m.Assign(targets=[self_attr])):
             target = m.extract(assign.targets[0], self_attr)
             attr = target["attr"].value
@@ -541,10 +561,32 @@ class _Structure:
             if found:
                 cls.module_lists[attr] = _dotted(found["cls"])
                 continue
+            # `self.layers = nn.ModuleList()` then `self.layers.append(Layer(...))` in a loop (NLLB-MoE), or a local
+            # list filled by `layers.append(Layer(...))` and wrapped: `self.layers = nn.ModuleList(layers)`
+            found = m.extract(assign.value, filled)
+            if found is not None:
+                holder = f"self.{attr}" if "list" not in found else found["list"].value
+                if holder in appended:
+                    cls.module_lists[attr] = appended[holder]
+                continue
             classes = self._built_classes(assign.value)
             if classes:
                 cls.submodules[attr] = classes[0]
                 cls.choices[attr] = classes
+
+    def _appended(self, init: cst.FunctionDef) -> dict[str, str]:
+        """``holder.append(Cls(...))`` calls in a loop of ``init``: holder code (``self.layers``, ``layers``) ->
+        the class of the modules appended."""
+        call = m.Call(
+            func=m.Attribute(value=m.SaveMatchedNode(m.Name() | m.Attribute(), "holder"), attr=m.Name("append")),
+            args=[m.Arg(m.Call(func=m.SaveMatchedNode(m.Name() | m.Attribute(), "cls")))],
+        )
+        found: dict[str, str] = {}
+        for loop in m.findall(init, m.For()):
+            for node in m.findall(loop.body, call):
+                captured = m.extract(node, call)
+                found.setdefault(_dotted(captured["holder"]), _dotted(captured["cls"]))
+        return found
 
     def _built_classes(self, value: cst.BaseExpression) -> list[str]:
         """The classes an expression builds a module from: ``A(...)``, ``A(...) if c else B(...)``,
@@ -564,70 +606,6 @@ class _Structure:
         return []
 
 
-def _assign_roles(classes: dict[str, ClassInfo]) -> dict[str, list[str]]:
-    def forward(cls: ClassInfo) -> FunctionInfo | None:
-        return cls.methods.get("forward")
-
-    # A class that holds a ModuleList is a container of layers, never the attention itself.
-    attention = [
-        c.name
-        for c in classes.values()
-        if forward(c) and forward(c).cache_params and forward(c).legacy() and not c.module_lists
-    ]
-    # Blocks hand their cache to an attention or to another block (GPT-Neo: block -> attention wrapper ->
-    # self-attention), found to a fixed point; the file order is kept.
-    carriers: set[str] = set()
-    while True:
-        found = set(carriers)
-        for c in classes.values():
-            fwd = forward(c)
-            if c.name in attention or c.name in found or not fwd or not fwd.cache_params or c.module_lists:
-                continue
-            targets = set(attention) | found
-            attrs = {f"self.{a}" for a, ks in c.choices.items() if set(ks) & targets}
-            if attrs & fwd.passes_to_self_attr():
-                found.add(c.name)
-        if found == carriers:
-            break
-        carriers = found
-    blocks = [name for name in classes if name in carriers]
-    base_models = [
-        c.name
-        for c in classes.values()
-        if forward(c) and forward(c).cache_params and set(c.module_lists.values()) & set(blocks)
-    ]
-    pretrained: list[str] = []
-    for name in base_models:
-        for base in classes[name].bases:
-            if base in classes and base not in pretrained:
-                pretrained.append(base)
-
-    def derives(c: ClassInfo, roots: list[str], seen: frozenset = frozenset()) -> bool:
-        return any(
-            b in roots or (b in classes and b not in seen and derives(classes[b], roots, seen | {b})) for b in c.bases
-        )
-
-    heads = [
-        c.name
-        for c in classes.values()
-        if c.name not in base_models
-        and c.name not in pretrained
-        and derives(c, pretrained)
-        and (
-            (forward(c) and forward(c).cache_params)
-            or "prepare_inputs_for_generation" in c.methods
-            or "_reorder_cache" in c.methods
-        )
-    ]
-    return {
-        "attention": attention,
-        "block": blocks,
-        "base_model": base_models,
-        "pretrained": pretrained,
-        "head": heads,
-    }
-
-
 def analyze(module: cst.Module, cache_names: Sequence[str], only: set[str] | None = None) -> ModuleInfo:
     """Classes, functions, cache uses and roles of a parsed module.
 
@@ -645,7 +623,7 @@ def analyze(module: cst.Module, cache_names: Sequence[str], only: set[str] | Non
         collector = _UseCollector(wrapper, info, names)
         node.body.visit(collector)
         info.cache_names = set(collector.names)
-    roles = _assign_roles(structure.classes)
+    roles = assign_roles(structure.classes)
     return ModuleInfo(structure.classes, structure.functions, roles, module_globals(module))
 
 

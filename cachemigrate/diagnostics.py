@@ -31,4 +31,7 @@ READ_ONLY = "CM905"  # the file (or the target of its symlink) is read-only: not
 UNWRITABLE = "CM906"  # writing the migrated file failed (or it cannot be encoded back): left unchanged
 SUPPRESSED = "CM907"  # `# cachemigrate: skip` on a statement left edits out, and the file cannot do without them
 REMOVED_API = "CM908"  # the migrated file would import or call what the era's runtime removed: left unchanged
+# A note, not an error: legacy cache code that no model class of the file can hand a cache to (the file is left as it
+# is and counts as having nothing to migrate; in the encoder-decoder family's range of codes)
+UNREACHABLE = "CM299"
 REGION_VIOLATION = "CM999"  # internal: the result changed outside what the rules claimed (or does not parse)

@@ -34,6 +34,7 @@ from .facts import bound_holes, find_facts, functions_in_scope
 from .imports import IMPORTS_RULE, plan_imports
 from .names import newly_unbound
 from .patterns import holes
+from .reach import unreachable_cache
 from .removed import removed_uses
 from .render import format_statements
 from .results import FileResult, Options
@@ -434,6 +435,17 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
     if not [use for use in before.legacy_uses() if use.function not in exempt] or before.on_cache_api():
         return done("clean")
     locate = Locator(module)
+    closed = unreachable_cache(before)
+    if closed:
+        first = before.legacy_uses()[0]
+        line, column = locate(first.node)
+        shown = ", ".join(closed[:3]) + (", ..." if len(closed) > 3 else "")
+        note = (
+            f"cache code not reachable: `{first.variable}` is used as a tuple cache in {first.function}, but no model "
+            f"class of the file ({shown}) takes a cache in its forward, so no caller can pass one; the file was "
+            "left unchanged (nothing to migrate)"
+        )
+        return done("clean", diags=[Diagnostic(path, line, column, codes.UNREACHABLE, note)])
     if not before.roles["attention"] and not before.roles["base_model"]:
         first = before.legacy_uses()[0]
         line, column = locate(first.node)

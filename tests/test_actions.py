@@ -166,6 +166,52 @@ def test_replace_expression_skips_the_tuple_branch_of_a_cache_guard():
     assert changes == 0 and twice == once
 
 
+def test_replace_expression_keeping_the_match_does_not_wrap_its_own_output_again():
+    """``{matched} and ...`` holds the pattern again: a second run leaves it, a first run still finds the
+    pattern elsewhere in the same chain."""
+    rule = make_rule(
+        "replace_expression",
+        {"pattern": "cross and {cache} is not None", "replacement": "{matched} and written.get(0)"},
+    )
+    source = "def forward(x, past=None):\n    if cross and past is not None and x:\n        return past\n"
+    once, changes, _ = run(source, rule)
+    assert changes == 1
+    assert (
+        once
+        == "def forward(x, past=None):\n    if cross and past is not None and written.get(0) and x:\n        return past\n"
+    )
+    twice, changes, _ = run(once, rule)
+    assert changes == 0 and twice == once
+    other = "def forward(x, past=None):\n    if cross and past is not None and other.get(0):\n        return past\n"
+    _, changes, _ = run(other, rule)
+    assert changes == 1
+
+
+@pytest.mark.parametrize(
+    "line, expected",
+    [
+        ("n = 1 + past[0][0].shape[2] * 2", "n = 1 + (past.n() if isinstance(past, Cache) else past[0][0].shape[2]) * 2"),
+        ("n = -past[0][0].shape[2]", "n = -(past.n() if isinstance(past, Cache) else past[0][0].shape[2])"),
+        ("n = past[0][0].shape[2] if past is not None else 0",
+         "n = (past.n() if isinstance(past, Cache) else past[0][0].shape[2]) if past is not None else 0"),
+        ("n = f(past[0][0].shape[2])", "n = f(past.n() if isinstance(past, Cache) else past[0][0].shape[2])"),
+        ("n = past[0][0].shape[2]", "n = past.n() if isinstance(past, Cache) else past[0][0].shape[2]"),
+    ],
+)  # fmt: skip
+def test_replace_expression_parenthesises_a_loose_replacement_of_an_operand(line, expected):
+    """The written code groups as the planned tree: a conditional that replaces an operand gets parentheses."""
+    rule = make_rule(
+        "replace_expression",
+        {
+            "pattern": "{cache}[0][0].shape[2]",
+            "replacement": "{cache}.n() if isinstance({cache}, Cache) else {matched}",
+        },
+    )
+    code, changes, _ = run(f"def forward(x, past=None):\n    {line}\n    return n\n", rule)
+    assert changes == 1
+    assert code.splitlines()[1] == f"    {expected}"
+
+
 def test_replace_expression_wraps_a_too_long_line():
     rule = make_rule(
         "replace_expression", {"pattern": "{cache}[0]", "replacement": "{cache}.layers_first_entry_with_a_long_name()"}
@@ -360,6 +406,26 @@ def test_insert_statements_before_first_use_after_the_assignment_it_needs():
         "            past_key_values = DynamicCache()\n"
         "        for i, (block, layer_past) in enumerate(zip(self.h, past_key_values)):\n",
     )
+
+
+def test_insert_statements_needs_the_names_it_reads_after():
+    """A block placed after ``is_cross_attention`` is assigned, in a function that has no such flag (ProphetNet's
+    n-gram self-attention), is not inserted: it would read a name nothing binds."""
+    rule = make_rule(
+        "insert_statements",
+        {
+            "anchor": "before_first_tuple_use",
+            "after_assignments": ["is_cross_attention"],
+            "template": "part = {cache}.cross if is_cross_attention else {cache}.own\n",
+        },
+    )
+    without = "def forward(x, past_key_value=None):\n    return x + past_key_value[0]\n"
+    assert run(without, rule)[:2] == (without, 0)
+    flagged = "def forward(x, y=None, past_key_value=None):\n    is_cross_attention = y is not None\n    return x + past_key_value[0]\n"
+    code, changes, _ = run(flagged, rule)
+    assert changes == 1 and "part = past_key_value.cross if is_cross_attention" in code
+    as_parameter = "def forward(x, is_cross_attention=False, past_key_value=None):\n    return x + past_key_value[0]\n"
+    assert run(as_parameter, rule)[1] == 1
 
 
 def test_insert_statements_reports_a_variable_assigned_after_the_first_use():

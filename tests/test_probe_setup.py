@@ -280,3 +280,22 @@ def test_control_runs_ignore_conditions_that_name_the_pair_under_test(tmp_path):
         del REGISTRY["example_crashing_check"]
     assert result.status == "setup-error", result.detail
     assert result.detail.startswith("both files raise RuntimeError: no such path")
+
+
+def test_a_causal_head_taking_encoder_states_is_probed_as_a_decoder():
+    """Bert's LM head keeps no cache unless config.is_decoder: the decoder-only checks set it; GPT-style heads
+    without encoder inputs keep their config."""
+    from cachemigrate.probe.models import ModelClasses
+    from cachemigrate.probe.seq2seq import decoder_changes
+
+    class Head:
+        def forward(self, input_ids=None, past_key_values=None, encoder_hidden_states=None):
+            pass
+
+    class Plain:
+        def forward(self, input_ids=None, past_key_values=None):
+            pass
+
+    assert decoder_changes(ModelClasses(object, Head, object, "m")) == {"is_decoder": True}
+    assert decoder_changes(ModelClasses(object, Plain, object, "m")) == {}
+    assert decoder_changes(ModelClasses(object, None, object, "m")) == {}

@@ -148,6 +148,7 @@ def test_full_before_is_legacy_and_after_is_not():
         "base_model": ["PebbleModel"],
         "pretrained": ["PebblePreTrainedModel"],
         "head": ["PebbleForCausalLM"],
+        "reader": [],
     }
 
 
@@ -331,3 +332,16 @@ def test_the_presents_accumulator_is_any_empty_tuple_whose_condition_reads_use_c
     edited = code.replace("next_cache = () if use_cache else None", f"next_cache = () if {condition} else None")
     result = migrate_source(edited, RULESET, OPTIONS, path="edited.py")
     assert (result.status == "migrated") is migrates, [str(d) for d in result.diagnostics]
+
+
+def test_the_presents_of_an_encoder_decoder_stack_are_not_its_hidden_states():
+    """A Bart-style stack starts `all_hidden_states` the same way as its presents, and first: the presents fact
+    is the tuple whose condition reads use_cache (CM211 returns it, and leaves the hidden states alone)."""
+    code = (FIXTURES / "CM211" / "before.py").read_text()
+    start = "        next_decoder_cache = () if use_cache else None\n"
+    edited = code.replace(start, "        all_hidden_states = () if self.training else None\n" + start)
+    assert edited != code
+    migrated, applied, diagnostics = run_rule("CM211", edited)
+    assert applied == {"CM211": 1} and diagnostics == []
+    assert "next_decoder_cache = next_decoder_cache.self_attention_cache" in migrated
+    assert "all_hidden_states." not in migrated

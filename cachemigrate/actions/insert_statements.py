@@ -6,9 +6,18 @@ Anchors:
                         ``after_assignments`` that the function assigns must be assigned before that point, so
                         that the block never reads a variable before it exists
   ``after_loop``        after the top-level ``for`` loop over ``{layers}`` (the block ModuleList)
+  ``before_first_tuple_use``  before the first top-level statement that uses ``{cache}`` as a tuple (indexing,
+                        unpacking, ``torch.cat``...): statements before it that only hand the cache on (an sdpa
+                        class's fallback ``return super().forward(..., past_key_value, ...)``) still see it as
+                        it came in; ``after_assignments`` as above
   ``after_last_assignment``  after the last top-level statement that assigns a name of ``after_assignments``
                         (``use_cache = False`` under gradient checkpointing, say), and after the block of the rule
                         ``after_rule`` if it is in the same function
+
+``moves`` (a statement template) makes the insertion conditional: it happens only in functions where exactly one
+top-level statement matches, whose targets nothing else in the function assigns; that statement is removed and
+its captures fill the template. A value computed from the cache late in the function is computed at the anchor
+instead (before other rules' edits make the cache change in between).
 
 Blocks anchored ``before_first_use`` or ``after_last_assignment`` also precede the statements that OTHER rules
 make read the cache (see :meth:`InsertStatements.finalize`).
@@ -19,15 +28,28 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from ..patterns import TemplateError, code_of, compile_statements
+from ..patterns import TemplateError, code_of, compile_statements, match_statements, to_python
 from .base import Action, Planner
 from .helpers import check_holes, depth_of, filled_and_formatted
 
-ANCHORS = ("function_start", "before_first_use", "after_loop", "after_last_assignment")
+ANCHORS = ("function_start", "before_first_use", "after_loop", "after_last_assignment", "before_first_tuple_use")
 
 
 def _assigns(stmt: cst.CSTNode, name: str) -> bool:
     return bool(m.findall(stmt, m.AssignTarget(m.Name(name)) | m.AugAssign(target=m.Name(name))))
+
+
+def _binds(function: cst.FunctionDef, name: str) -> bool:
+    """``name`` is a parameter of the function or assigned somewhere in its body."""
+    params = function.params
+    every = [*params.posonly_params, *params.params, *params.kwonly_params]
+    every += [p for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)]
+    if any(p.name.value == name for p in every):
+        return True
+    binders = m.findall(function.body, m.AssignTarget() | m.AugAssign() | m.AnnAssign() | m.For() | m.NamedExpr())
+    return any(m.findall(b.target, m.Name(name)) for b in binders) or any(
+        w.asname is not None and m.findall(w.asname, m.Name(name)) for w in m.findall(function.body, m.WithItem())
+    )
 
 
 def _reads(stmt: cst.CSTNode, name: str) -> bool:
@@ -50,6 +72,7 @@ class InsertStatements(Action):
         "anchor": (str, True, f"one of {', '.join(ANCHORS)}"),
         "after_assignments": (list, False, "names that must be assigned before the inserted block"),
         "after_rule": (str, False, "a rule whose inserted block, in the same function, must come first"),
+        "moves": (str, False, "a statement template: insert only where one statement matches, and remove it"),
     }
 
     @classmethod
@@ -59,7 +82,13 @@ class InsertStatements(Action):
             compile_statements(rule.params["template"])
         except TemplateError as exc:
             raise check.fail("params.template", f"valid statements ({exc})") from None
-        check_holes(check, "params.template", rule.params["template"], set())
+        moved = set()
+        if "moves" in rule.params:
+            try:
+                moved = compile_statements(rule.params["moves"]).holes()
+            except TemplateError as exc:
+                raise check.fail("params.moves", f"a valid statement template ({exc})") from None
+        check_holes(check, "params.template", rule.params["template"], moved)
 
     def __init__(self, rule, ctx) -> None:
         super().__init__(rule, ctx)
@@ -101,22 +130,59 @@ class InsertStatements(Action):
 
 
 class _Planner(Planner):
+    def _tuple_uses(self) -> set:
+        """The Name nodes of the function's uses of its cache as a tuple (from the analysis)."""
+        fn = self.ctx.info.functions.get(self.current_function)
+        return {use.node for use in fn.legacy()} if fn is not None else set()
+
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         if self.current_function not in self.ctx.functions or len(self.function_stack) != 1:
             return
         action: InsertStatements = self.action
         bound = self.bound()
         body = list(node.body.body)
+        moved = None
+        if action.param("moves"):
+            moved = self._moved(node, body, bound)
+            if moved is None:
+                return
         index = self._index(body, bound, node)
         if index is None:
             return
-        new = filled_and_formatted(self.ctx, action.param("template"), bound, depth_of(self.current_function))
+        values = dict(bound)
+        if moved is not None:
+            values.update(moved[1])
+            if moved[0] < index:
+                return  # already computed before the anchor: nothing to move
+        new = filled_and_formatted(self.ctx, action.param("template"), values, depth_of(self.current_function))
         if _already_there(body, new):
             return
         action.changes += 1
         self.insert(node.body, index, new)
+        if moved is not None:
+            self.remove(body[moved[0]])
         if action.param("anchor") in ("before_first_use", "after_last_assignment"):
             action.deferred.append((action.edits[-1], bound["cache"], self.current_function))
+
+    def _moved(self, node: cst.FunctionDef, body: list, bound: dict) -> tuple[int, dict] | None:
+        """(index, captures) of the one top-level statement matching ``moves``, if its targets are assigned
+        nowhere else in the function."""
+        pattern = compile_statements(self.action.param("moves"))
+        views = self.block_view(node.body)
+        statements = [v.node for v in views]
+        found = []
+        for position, view in enumerate(views):
+            captures = match_statements(pattern, statements, position, bound)
+            if captures is not None and view.count == 1 and len(pattern.matchers) == 1:
+                found.append((view.start, {k: self.originals(v) for k, v in captures.items()}))
+        if len(found) != 1:
+            return None
+        index, captures = found[0]
+        targets = {n.target.value for n in m.findall(body[index], m.AssignTarget(m.Name()))}
+        assigned = [n for n in m.findall(node.body, m.AssignTarget(m.Name()) | m.AugAssign(target=m.Name()))]
+        if sum(1 for n in assigned if n.target.value in targets) != len(targets):
+            return None
+        return index, captures
 
     def _index(self, body: list, bound: dict, node: cst.FunctionDef) -> int | None:
         action: InsertStatements = self.action
@@ -142,10 +208,17 @@ class _Planner(Planner):
                     return index + 1
             return None
         cache = bound["cache"]
-        first_use = next((i for i, s in enumerate(body) if i >= start and _reads(s, cache)), None)
+        if anchor == "before_first_tuple_use":
+            legacy = self._tuple_uses()
+            first_use = next((i for i, s in enumerate(body) if i >= start and _holds_any(s, legacy)), None)
+        else:
+            first_use = next((i for i, s in enumerate(body) if i >= start and _reads(s, cache)), None)
         if first_use is None:
             return None
+        template = action.param("template")
         for name in action.param("after_assignments", []):
+            if _reads(cst.parse_module(to_python(template)), name) and not _binds(node, name):
+                return None  # the block reads a name the function lacks (an attention with no cross flag)
             late = next((i for i, s in enumerate(body) if _assigns(s, name)), None)
             if late is not None and late >= first_use:
                 self.ctx.error(
@@ -156,6 +229,10 @@ class _Planner(Planner):
                 )
                 return None
         return first_use
+
+
+def _holds_any(stmt: cst.CSTNode, nodes: set) -> bool:
+    return any(name in nodes for name in m.findall(stmt, m.Name()))
 
 
 def _tests_none(stmt: cst.CSTNode, cache: str) -> bool:

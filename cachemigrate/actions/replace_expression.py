@@ -10,11 +10,44 @@ from ..patterns import (
     compile_expression,
     compile_statements,
     fill_expression,
+    holes,
     match_expression,
     match_statements,
 )
 from .base import Action, Planner, captured_nodes
 from .helpers import CACHE_GUARD, check_templates, rule_templates
+from .scope import PARAM as INSIDE_IF, IfScope, check_inside_if
+
+# expressions that bind more loosely than an operand: where the match was an operand, the replacement gets
+# parentheses, or the rendered code would group differently than the planned tree
+LOOSE = (
+    cst.IfExp,
+    cst.Lambda,
+    cst.NamedExpr,
+    cst.BooleanOperation,
+    cst.UnaryOperation,
+    cst.Comparison,
+    cst.BinaryOperation,
+)
+
+
+def _is_operand(node: cst.CSTNode, parent: cst.CSTNode | None) -> bool:
+    """``node`` is an operand of an operator (or the object of an attribute, subscript, call or await)."""
+    if isinstance(parent, (cst.BinaryOperation, cst.UnaryOperation, cst.BooleanOperation, cst.IfExp)):
+        return True
+    if isinstance(parent, (cst.Comparison, cst.ComparisonTarget, cst.Await)):
+        return True
+    if isinstance(parent, (cst.Attribute, cst.Subscript)):
+        return parent.value is node
+    return isinstance(parent, cst.Call) and parent.func is node
+
+
+def _groups_alike(new: cst.BaseExpression, parent: cst.CSTNode) -> bool:
+    """``a and b`` as an operand of ``... and c`` (or of an ``or``, which binds more loosely) reads the same
+    without parentheses."""
+    if not isinstance(new, cst.BooleanOperation) or not isinstance(parent, cst.BooleanOperation):
+        return False
+    return type(new.operator) is type(parent.operator) or isinstance(parent.operator, cst.Or)
 
 
 class ReplaceExpression(Action):
@@ -29,6 +62,7 @@ class ReplaceExpression(Action):
             "statement template(s): rewrite only what comes before the first place they match in the function "
             "(e.g. a past length read before the cache is updated)",
         ),
+        "inside_if": INSIDE_IF,
     }
 
     @classmethod
@@ -39,12 +73,26 @@ class ReplaceExpression(Action):
                 compile_statements(rule.params["only_before"])
             except TemplateError as exc:
                 raise check.fail("params.only_before", f"a valid statement template ({exc})") from None
+        check_inside_if(check, rule)
 
     def __init__(self, rule, ctx) -> None:
         super().__init__(rule, ctx)
         self.patterns = [compile_expression(t) for t in rule_templates(rule)]
         self.types = {type(p.matchers[0]).__name__ for p in self.patterns}
         self.barrier = compile_statements(rule.params["only_before"]) if "only_before" in rule.params else None
+        self.scope = IfScope(rule.params.get("inside_if"))
+        # a replacement that keeps the matched code (`{matched} and ...`) holds the pattern again: an expression
+        # that already reads as the replacement around a match is the rule's own output, not rewritten again
+        replacement = rule.params["replacement"]
+        self.output = compile_expression(replacement) if "matched" in holes(replacement) else None
+
+    def is_output(self, view, bound) -> bool:
+        if self.output is None:
+            return False
+        captures = match_expression(self.output, view, bound)
+        if captures is None or "matched" not in captures:
+            return False
+        return any(match_expression(p, captures["matched"], bound) is not None for p in self.patterns)
 
     def planner(self) -> Planner:
         return _Planner(self)
@@ -95,9 +143,13 @@ class _Planner(Planner):
             return True
         action: ReplaceExpression = self.action
         view = self.view(node)
+        bound = self.bound()
+        if action.is_output(view, bound):
+            return False
         if type(view).__name__ not in action.types:
             return True
-        bound = self.bound()
+        if not action.scope.holds(self.stack, self.view, bound):
+            return True
         for pattern in action.patterns:
             captures = match_expression(pattern, view, bound)
             if captures is None:
@@ -107,11 +159,19 @@ class _Planner(Planner):
 
             captures = {name: self.originals(value) for name, value in captures.items()}
 
-            def build(updated, resolve, captures=captures, bound=bound):
+            parent = self.stack[-2] if len(self.stack) > 1 else None
+            operand = parent if _is_operand(node, parent) else None
+
+            def build(updated, resolve, captures=captures, bound=bound, operand=operand):
                 # {matched}: the matched expression itself, as the user wrote it (with the edits inside it)
                 values = {**bound, **resolve.values(captures), "matched": updated.with_changes(lpar=[], rpar=[])}
                 new = fill_expression(replacement, values)
-                return new.with_changes(lpar=updated.lpar, rpar=updated.rpar) if updated.lpar else new
+                if updated.lpar:
+                    return new.with_changes(lpar=updated.lpar, rpar=updated.rpar)
+                if operand and isinstance(new, LOOSE) and not _groups_alike(new, operand):
+                    # `1 + x * 2` with `x` -> `a if c else x` must read `1 + (a if c else x) * 2`
+                    return new.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+                return new
 
             self.replace(node, build, captured_nodes(captures), reformat=True)
             return False

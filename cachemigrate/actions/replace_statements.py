@@ -13,6 +13,7 @@ from ..patterns import TemplateError, compile_statements, holes, match_statement
 from .base import Action, Planner, captured_nodes
 from .helpers import CACHE_GUARD, check_templates, filled_and_formatted, rule_templates, statement_reformatter
 from .preserve import preserve
+from .scope import PARAM as INSIDE_IF, IfScope, check_inside_if
 
 
 class ReplaceStatements(Action):
@@ -21,6 +22,7 @@ class ReplaceStatements(Action):
         "pattern": (str, False, "statement template(s) to find"),
         "patterns": (list, False, "a list of statement templates; the first that matches wins"),
         "replacement": (str, True, 'statement template using the pattern\'s holes ("" removes the statements)'),
+        "inside_if": INSIDE_IF,
     }
 
     @classmethod
@@ -31,11 +33,13 @@ class ReplaceStatements(Action):
                 compile_statements(rule.params["replacement"])
             except TemplateError as exc:
                 raise check.fail("params.replacement", f"a valid statement template ({exc})") from None
+        check_inside_if(check, rule)
 
     def __init__(self, rule, ctx) -> None:
         super().__init__(rule, ctx)
         self.patterns = [compile_statements(t) for t in rule_templates(rule)]
         self.replacement = rule.params["replacement"]
+        self.scope = IfScope(rule.params.get("inside_if"))
 
     def planner(self) -> Planner:
         return _Planner(self)
@@ -59,6 +63,8 @@ class _Planner(Planner):
         action: ReplaceStatements = self.action
         depth = self.depth  # this block's statements sit at this depth
         bound = self.bound()
+        if not action.scope.holds(self.stack, self.view, bound):
+            return
         views = self.block_view(node)
         statements = [view.node for view in views]
         index = 0

@@ -12,6 +12,7 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
+from ..edits import Replace
 from ..patterns import code_of
 from .add_parameter import add_parameter, has_parameter
 from .base import Action, Planner
@@ -67,7 +68,39 @@ class _Planner(Planner):
         built = set(owner.choices.get(target.attr.value, ())) & classes
         return bool(built) and not isinstance(node.func, (cst.Name, cst.Attribute))  # a table or `(A if c else B)`
 
+    def _appended_in_loop(self, node: cst.Call) -> None:
+        """``self.layers.append(Block(...))`` (or ``layers.append(...)``) in a ``for`` over ``range`` of the base
+        model's ``__init__``: the block gets ``layer_idx=<loop variable>`` (a ``_`` loop variable is renamed)."""
+        if not m.matches(node, m.Call(func=m.Attribute(attr=m.Name("append")), args=[m.Arg(m.Call())])):
+            return
+        block = node.args[0].value
+        if self._callee(block) not in self.blocks or _has_keyword(block, self.name):
+            return
+        loop = next((n for n in reversed(self.stack) if isinstance(n, cst.For)), None)
+        if (
+            loop is None
+            or not m.matches(loop.iter, m.Call(func=m.Name("range")))
+            or not isinstance(loop.target, cst.Name)
+        ):
+            self.action.ctx.error(
+                self.action.rule,
+                self.current_function,
+                f"cannot pass `{self.name}` to {self._callee(block)}: it is not appended in a `for` over range(...)",
+            )
+            return
+        name = self.name
+        variable = name if loop.target.value == "_" else loop.target.value
+        self.action.changes += 1
+        self.replace(block, lambda updated, _: _with_keyword(updated, name, cst.Name(variable)), reformat=True)
+        if loop.target.value == "_":  # the loop is an ancestor of this call: its target is not below the node visited
+            ancestors = tuple(self.stack[: self.stack.index(loop) + 1])
+            rename = Replace(self.action.rule.id, loop.target, lambda updated, _: cst.Name(name), ancestors)
+            if not any(isinstance(e, Replace) and e.node is loop.target for e in self.action.edits):
+                self.action.edits.append(rename)
+
     def visit_Call(self, node: cst.Call) -> None:
+        if self._in_init(self.models):
+            self._appended_in_loop(node)
         inner = self.attention | self.blocks  # a block may hold an attention or another block (a wrapper)
         if self._in_init(self.blocks) and self._builds(node, inner) and not _has_keyword(node, self.name):
             self.action.changes += 1

@@ -4,7 +4,9 @@ far and the inputs."""
 from __future__ import annotations
 
 from .compare import past
-from .models import ModelClasses, build_pair
+from .compare import one_line
+from .models import ModelClasses, build_original, build_pair
+from .seq2seq import build_cross_pair, cross_targets, decoder_changes, encoder_states
 from .tiny import tiny_config, vocab_of
 
 PROMPT_LEN = 5
@@ -35,6 +37,7 @@ class Probe:
         self.settings = dict(settings or {})  # config values set over the tiny ones (a variant of the model)
         self.vocab_size = vocab_of(tiny_config(original.config_class, settings=self.settings))
         self._pairs: dict = {}
+        self._buildable: dict = {}
 
     def control(self, side: str) -> "Probe":
         """A probe that compares one side's file with itself ("original" or "migrated"): what that file does alone."""
@@ -48,6 +51,9 @@ class Probe:
         key = (attn, torchscript)
         if fresh or key not in self._pairs:
             config = tiny_config(self.orig.config_class, attn=attn, torchscript=torchscript, settings=self.settings)
+            for name, value in decoder_changes(self.orig).items():
+                if name not in self.settings:  # the settings asked for stay last
+                    setattr(config, name, value)
             built = build_pair(self.orig, self.migr, config, self.seed)
             if fresh:
                 return built
@@ -57,6 +63,40 @@ class Probe:
     @property
     def has_head(self) -> bool:
         return self.orig.head_class is not None
+
+    # -- decoders with cross-attention (see .seq2seq) ----------------------------------------------------------------
+
+    @property
+    def cross_targets(self) -> list:
+        """The seq2seq head and/or the causal head with encoder inputs, of both files (CrossTarget each)."""
+        if not hasattr(self, "_cross_targets"):
+            self._cross_targets = cross_targets(self.orig, self.migr)
+        return self._cross_targets
+
+    def cross_pair(self, target, attn: str = "eager", *, torchscript: bool = False, fresh: bool = False):
+        """(original, migrated) models of a CrossTarget with one shared state_dict; cached unless ``fresh``."""
+        key = (target.kind, attn, torchscript)
+        if fresh or key not in self._pairs:
+            built = build_cross_pair(target, self.seed, attn, torchscript)
+            if fresh:
+                return built
+            self._pairs[key] = built
+        return self._pairs[key]
+
+    def cross_unbuildable(self, target) -> str | None:
+        """Why the ORIGINAL side of ``target`` cannot be built as a tiny model (MusicGen's seq2seq head wants a
+        composite config of three sub-models), or None."""
+        if target.kind not in self._buildable:
+            try:
+                build_original(target.orig, target.config(), self.seed)
+                self._buildable[target.kind] = None
+            except Exception as exc:  # noqa: BLE001
+                self._buildable[target.kind] = f"no tiny model of the original: {one_line(exc)}"
+        return self._buildable[target.kind]
+
+    def states(self, target, model, batch: int = 2, salt: int = 0):
+        """Random encoder states (batch, ENCODER_LEN, width) that both models of ``target`` attend to."""
+        return encoder_states(self.seed, batch, target.width(model), salt=salt)
 
     # -- inputs ------------------------------------------------------------------------------------------------------
 

@@ -22,6 +22,12 @@ class ModelClasses:
     head_class: type | None  # a GenerationMixin causal-LM head, or None
     base_class: type  # the model holding the blocks; what the head wraps as ``base_model``
     module_name: str
+    seq2seq_class: type | None = None  # an encoder-decoder head (its forward takes ``decoder_input_ids``), or None
+
+    @property
+    def decoder_only(self) -> bool:
+        """The base model (or head) runs on ``input_ids`` alone; an encoder-decoder base model does not."""
+        return self.head_class is not None or self.seq2seq_class is None
 
     @property
     def model_class(self) -> type:
@@ -51,23 +57,15 @@ def _is_generation_head(cls) -> bool:
     from transformers import GenerationMixin, PreTrainedModel
 
     library = (PreTrainedModel, GenerationMixin, object)
+    hooks = ("prepare_inputs_for_generation", "_reorder_cache")  # a head that defines them generates
     for klass in cls.__mro__:
         if klass in library:
             continue
         if GenerationMixin in klass.__bases__:
             return True
-        if "prepare_inputs_for_generation" in vars(klass) and issubclass(cls, GenerationMixin):
+        if any(hook in vars(klass) for hook in hooks) and issubclass(cls, GenerationMixin):
             return True
     return False
-
-
-def _is_language_model_head(cls, config_class) -> bool:
-    """A head of a file older than transformers 4.52 (its classes generate through ``PreTrainedModel``, none lists
-    ``GenerationMixin``): it has output embeddings, a language-model head."""
-    try:
-        return cls(tiny_config(config_class)).get_output_embeddings() is not None
-    except Exception:  # noqa: BLE001 - a class that cannot be built from the config is no head to probe
-        return False
 
 
 def _forward_params(cls) -> list[str]:
@@ -108,12 +106,13 @@ def discover(module) -> ModelClasses:
     config_class = max(set(configs), key=configs.count)
     with_past = [c for c in models if "past_key_values" in _forward_params(c)]
     heads = [c for c in with_past if _is_generation_head(c)]
-    if not heads and not any(_is_generation_head(c) for c in models):
-        heads = [c for c in with_past if hasattr(c, "generate") and _is_language_model_head(c, config_class)]
-    head = min(heads, key=lambda c: len(_forward_params(c))) if heads else None
-    if head is not None:
-        config_class, model = _head_config(head)
-        return ModelClasses(config_class, head, type(model.base_model), module.__name__)
+    seq2seq = [c for c in heads if "decoder_input_ids" in _forward_params(c)]
+    causal = [c for c in heads if c not in seq2seq]
+    head = min(causal, key=lambda c: len(_forward_params(c))) if causal else None
+    seq2seq_head = min(seq2seq, key=lambda c: len(_forward_params(c))) if seq2seq else None
+    if head is not None or seq2seq_head is not None:
+        config_class, model = _head_config(head or seq2seq_head)
+        return ModelClasses(config_class, head, type(model.base_model), module.__name__, seq2seq_head)
     for cls in with_past:
         model = cls(tiny_config(config_class))
         if model.base_model is model and any(isinstance(m, nn.ModuleList) for m in model.children()):
@@ -126,8 +125,9 @@ def matching_classes(original: ModelClasses, module) -> ModelClasses:
     try:
         head = getattr(module, original.head_class.__name__) if original.head_class else None
         base = getattr(module, original.base_class.__name__)
+        seq2seq = getattr(module, original.seq2seq_class.__name__) if original.seq2seq_class else None
         named = [c for c in _config_candidates(head or base) if c.__name__ == original.config_class.__name__]
-        return ModelClasses(named[0] if named else base.config_class, head, base, module.__name__)
+        return ModelClasses(named[0] if named else base.config_class, head, base, module.__name__, seq2seq)
     except AttributeError:
         return discover(module)
 

@@ -20,6 +20,7 @@ from .compare import CheckFailed, CheckSkipped, one_line
 from .context import Probe
 from .loading import ProbeSetupError, load_modeling_module, packages_for, unload_module
 from .models import build_original, discover, matching_classes
+from .seq2seq import cross_targets, encoder_states
 from .report import ERROR, FAIL, PASS, SETUP_ERROR, SKIP, CheckResult
 from .tiny import tiny_config, vocab_of
 
@@ -84,7 +85,7 @@ def _set_up(paths: list[Path], packages: list, digest: str, modules: list, stati
         raise ProbeSetupError(f"cannot import the original {original_path.name}: {one_line(exc)}") from exc
     try:
         classes = discover(modules[0])
-        _smoke(build_original(classes, tiny_config(classes.config_class, settings=settings), seed))
+        _smoke(classes, seed, settings)
     except Exception as exc:  # noqa: BLE001
         raise ProbeSetupError(
             f"cannot run the original {original_path.name} on a tiny model: {one_line(exc)}"
@@ -98,13 +99,25 @@ def _set_up(paths: list[Path], packages: list, digest: str, modules: list, stati
     return probe
 
 
-def _smoke(model) -> None:
-    """One forward pass without a cache: a tiny config that does not fit the model fails here, once."""
+def _smoke(classes, seed: int, settings: dict | None = None) -> None:
+    """One forward pass without a cache: a tiny config that does not fit the model fails here, once. An
+    encoder-decoder model without a decoder-only class runs its decoder on shared encoder states."""
     import torch
 
+    if classes.decoder_only:
+        model = build_original(classes, tiny_config(classes.config_class, settings=settings), seed)
+        call = {}
+    else:
+        target = cross_targets(classes, classes)[0]
+        model = build_original(target.orig, target.config(), seed)
+        call = target.inputs(None, encoder_states(seed, 1, target.width(model)))
     vocab = vocab_of(model.config)
+    tokens = torch.randint(1, max(2, vocab - 1), (1, 3))
     with torch.no_grad():
-        model(input_ids=torch.randint(1, max(2, vocab - 1), (1, 3)), use_cache=False)
+        if call:
+            model(**{**call, "decoder_input_ids": tokens}, use_cache=False)
+        else:
+            model(input_ids=tokens, use_cache=False)
 
 
 def run_check(probe: Probe, check: Check) -> CheckResult:

@@ -122,6 +122,7 @@ RULES = (
     Rule(
         ("n_positions", "max_position_embeddings", "n_ctx", "max_seq_len", "max_target_positions"), _const(POSITIONS)
     ),
+    Rule(("num_codebooks",), _const(1)),  # MusicGen: one codebook, so that a (batch, seq) of token ids is valid
     Rule(("attention_types",), _attention_types),
     Rule(("attention_layers",), _per_layer),
 )

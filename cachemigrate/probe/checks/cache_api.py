@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..compare import CheckFailed, clone, expect_same, kind, logits, past
 from ..context import PROMPT_LEN, STEPS
 from .common import call_under_test
-from .registry import check
+from .registry import check, needs_decoder_only
 
 
 def _expect_cache_step(out, cache, length: int, reference_logits, what: str) -> None:
@@ -17,7 +17,7 @@ def _expect_cache_step(out, cache, length: int, reference_logits, what: str) -> 
     expect_same(reference_logits, logits(out), f"{what} logits")
 
 
-@check()
+@check(needs_decoder_only)
 def dynamic_cache_in_same_object(probe) -> str:
     """A DynamicCache passed in (empty, or from_legacy_cache) comes back as the same object, grown in place."""
     from transformers.cache_utils import DynamicCache

@@ -6,13 +6,16 @@ import inspect
 
 from ..compare import CheckFailed, CheckSkipped, clone, expect_same, one_line, structure_diff
 from ..context import PROMPT_LEN
-from .registry import check
+from .registry import check, needs_decoder_only
 
 
 def _positional_args(function, values: dict) -> list:
     """Positional arguments for ``function`` (a bound forward) carrying ``values``; gaps get the defaults."""
     params = list(inspect.signature(function).parameters.values())
-    last = max(i for i, p in enumerate(params) if p.name in values)
+    named = [i for i, p in enumerate(params) if p.name in values]
+    if not named:
+        raise CheckSkipped(f"the forward takes ({', '.join(str(p) for p in params)}): no named parameter to fill")
+    last = max(named)
     args = []
     for param in params[: last + 1]:
         if param.kind not in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD):
@@ -22,7 +25,7 @@ def _positional_args(function, values: dict) -> list:
     return args
 
 
-@check()
+@check(needs_decoder_only)
 def positional_call(probe) -> str:
     """Positional calls in the ORIGINAL signature order: (input_ids, past_key_values, attention_mask)."""
     import torch
@@ -34,15 +37,23 @@ def positional_call(probe) -> str:
     targets = [("base model", original.base_model, migrated.base_model)]
     if probe.has_head:
         targets.append(("head", original, migrated))
+    done, skipped = [], []
     for what, model_o, model_m in targets:
-        args = _positional_args(model_o.forward, {**values, "past_key_values": given})
+        try:
+            args = _positional_args(model_o.forward, {**values, "past_key_values": given})
+        except CheckSkipped as exc:  # e.g. a base model wrapper whose forward is (*args, **kwargs)
+            skipped.append(f"{what}: {exc}")
+            continue
         out_o = model_o(*clone(args))
         out_m = model_m(*clone(args))
         expect_same(out_o, out_m, f"{what} out")
-    return f"{' and '.join(t[0] for t in targets)} called with {len(args)} positional args: identical"
+        done.append(f"{what} called with {len(args)} positional args")
+    if not done:
+        raise CheckSkipped("; ".join(skipped))
+    return "; ".join(done) + ": identical" + "".join(f"; {s} (skipped)" for s in skipped)
 
 
-@check()
+@check(needs_decoder_only)
 def jit_trace_tuple(probe) -> str:
     """torch.jit.trace with a tuple past; the traced migrated model matches the eager original on new inputs."""
     import torch

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..compare import CheckFailed, clone, expect_same, kind, layout, logits, past
 from ..context import PROMPT_LEN, STEPS
-from .registry import check
+from .registry import check, needs_decoder_only
 
 
 def no_cache_logits(probe, attn: str) -> str:
@@ -30,19 +30,19 @@ def stepwise(probe, attn: str) -> str:
     return f"prompt {PROMPT_LEN} + {STEPS} steps bit-identical; migrated past: {'/'.join(sorted(kinds))}"
 
 
-@check()
+@check(needs_decoder_only)
 def logits_no_cache(probe) -> str:
     """Full forward without a cache."""
     return no_cache_logits(probe, "eager")
 
 
-@check()
+@check(needs_decoder_only)
 def tuple_cache_stepwise(probe) -> str:
     """Prompt, then single tokens, each model stepping with the past it returned itself."""
     return stepwise(probe, "eager")
 
 
-@check()
+@check(needs_decoder_only)
 def use_cache_false_with_past(probe) -> str:
     """A tuple past with ``use_cache=False``: same logits, and neither model returns a past."""
     original, migrated = probe.pair()
@@ -57,7 +57,7 @@ def use_cache_false_with_past(probe) -> str:
     return "logits bit-identical; no past returned"
 
 
-@check()
+@check(needs_decoder_only)
 def tuple_in_tuple_out(probe) -> str:
     """A tuple past in gives a past out in the original's legacy layout, with equal values."""
     original, migrated = probe.pair()

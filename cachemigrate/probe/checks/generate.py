@@ -5,10 +5,10 @@ from __future__ import annotations
 from ..compare import CheckFailed, expect_same, logits
 from ..context import MAX_NEW_TOKENS, PROMPT_LEN
 from .common import generate, recording_past_types
-from .registry import check, needs_head
+from .registry import check, needs_decoder_only, needs_head
 
 
-@check(needs_head)
+@check(needs_decoder_only, needs_head)
 def generate_greedy(probe) -> str:
     """Greedy generate gives the same tokens, and the migrated model is handed a Cache while decoding."""
     from transformers.cache_utils import Cache
@@ -25,7 +25,7 @@ def generate_greedy(probe) -> str:
     return f"{MAX_NEW_TOKENS} new tokens identical; migrated decoded with {seen[-1].__name__}"
 
 
-@check(needs_head)
+@check(needs_decoder_only, needs_head)
 def generate_beam(probe) -> str:
     """Beam search (3 beams) gives the same tokens."""
     original, migrated = probe.pair()
@@ -34,7 +34,7 @@ def generate_beam(probe) -> str:
     return f"{MAX_NEW_TOKENS} new tokens identical (3 beams)"
 
 
-@check()
+@check(needs_decoder_only)
 def left_padding(probe) -> str:
     """A left-padded batch: same no-cache logits at unmasked positions and the same greedy tokens."""
     import torch

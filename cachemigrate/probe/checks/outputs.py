@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from ..compare import clone, expect_same, layout, past
-from .registry import check
+from .registry import check, needs_decoder_only
 
 
-@check()
+@check(needs_decoder_only)
 def output_attentions(probe) -> str:
     """Eager attention weights, for the prompt and for one cached step."""
     original, migrated = probe.pair()
@@ -20,7 +20,7 @@ def output_attentions(probe) -> str:
     return f"{len(out_o.attentions)} layers identical (prompt and cached step)"
 
 
-@check()
+@check(needs_decoder_only)
 def output_hidden_states(probe) -> str:
     """Every layer's hidden states, for the prompt and for one cached step (the accumulation of hidden states
     sits next to the accumulation of presents, which the migration rewrites)."""
@@ -35,7 +35,7 @@ def output_hidden_states(probe) -> str:
     return f"{len(out_o.hidden_states)} hidden states identical (prompt and cached step)"
 
 
-@check()
+@check(needs_decoder_only)
 def return_dict_false(probe) -> str:
     """``return_dict=False, use_cache=True``: the original's tuple layout, past included, with and without a past in.
 

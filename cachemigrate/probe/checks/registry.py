@@ -85,3 +85,35 @@ def needs_static(probe) -> str | None:
     if probe.static is None and not getattr(probe.migr.model_class, "_supports_static_cache", False):
         return "migrated model does not set _supports_static_cache"
     return None
+
+
+def needs_decoder_only(probe) -> str | None:
+    """The module has a model that runs on ``input_ids`` alone (an encoder-decoder model alone is driven by the
+    cross checks)."""
+    if probe.orig.decoder_only:
+        return None
+    return "encoder-decoder model only: driven by the cross_* checks"
+
+
+def needs_cross(probe) -> str | None:
+    """The module has a decoder with cross-attention (a seq2seq head, or a causal head taking encoder states)."""
+    return None if probe.cross_targets else "no decoder with cross-attention in the module"
+
+
+def needs_encoder_decoder_decoder(probe) -> str | None:
+    """The module has a causal head that EncoderDecoderModel can use as its decoder (it takes
+    ``encoder_hidden_states`` and ``encoder_attention_mask``)."""
+    import inspect
+
+    head = probe.orig.head_class
+    if head is None:
+        return "no causal-LM head in the module"
+    params = inspect.signature(head.forward).parameters
+    if "encoder_hidden_states" not in params or "encoder_attention_mask" not in params:
+        return f"{head.__name__} takes no encoder_hidden_states/encoder_attention_mask"
+    from transformers import CONFIG_MAPPING
+
+    model_type = getattr(probe.orig.config_class, "model_type", "")
+    if model_type not in CONFIG_MAPPING:
+        return f"EncoderDecoderModel cannot build a config for model type {model_type!r} (not an AutoConfig type)"
+    return None

@@ -9,10 +9,10 @@ from __future__ import annotations
 from ..compare import CheckFailed, expect_same, logits
 from ..context import MAX_NEW_TOKENS, PROMPT_LEN, STEPS
 from .common import call_under_test, generate, recording_past_types
-from .registry import check, needs_head, needs_static
+from .registry import check, needs_decoder_only, needs_head, needs_static
 
 
-@check(needs_static, needs_head)
+@check(needs_decoder_only, needs_static, needs_head)
 def static_generate(probe) -> str:
     """``generate(cache_implementation="static")`` on the migrated model gives the original's greedy tokens, on
     a plain batch and on a left-padded one."""
@@ -43,7 +43,7 @@ def _static_cache(model, batch: int, length: int):
     )
 
 
-@check(needs_static)
+@check(needs_decoder_only, needs_static)
 def static_compile(probe) -> str:
     """A decode step of ``torch.compile(model.forward, fullgraph=True)`` (backend "eager": it checks that the
     graph captures whole, not the speed) with a StaticCache matches the eager step, and both match the

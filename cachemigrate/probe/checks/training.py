@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from ..compare import expect_same, logits
-from .registry import check, needs_gradient_checkpointing
+from .registry import check, needs_decoder_only, needs_gradient_checkpointing
 
 
-@check(needs_gradient_checkpointing, grad=True)
+@check(needs_decoder_only, needs_gradient_checkpointing, grad=True)
 def gradient_checkpointing(probe) -> str:
     """Training step with gradient checkpointing: same loss and gradients, bit for bit."""
     import torch
