@@ -172,6 +172,9 @@ class _UseCollector(cst.CSTVisitor):
         self.info = info
         self.names = set(names)
         self.guarded: set[cst.CSTNode] = set()  # nodes below an isinstance(x, Cache) guard
+        # statements after a cache variable was rebound to a fresh tuple on every path, and those variables
+        self.rebound: dict[cst.CSTNode, set[str]] = {}
+        self.active: list[set[str]] = []  # the variables rebound around the node being visited
         self.parents = wrapper.resolve(ParentNodeProvider)  # once per function
 
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
@@ -217,6 +220,16 @@ class _UseCollector(cst.CSTVisitor):
 
     def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
         self._guard_block(node.body)
+        self._rebound_block(node.body)
+
+    def _rebound_block(self, body: Sequence[cst.BaseStatement]) -> None:
+        """``present = (key, value)`` into the cache's own name (MPT: ``past_key_value = (key_states,
+        value_states)``, in both branches of ``if past_key_value is not None: ... else: ...``): what follows in the
+        block reads that tuple, not the cache."""
+        for index, stmt in enumerate(body):
+            names = {n for n in self.names if _rebinds_to_tuple(stmt, n)}
+            for later in body[index + 1 :]:
+                self.rebound.setdefault(later, set()).update(names)
 
     def _guard_block(self, body: Sequence[cst.BaseStatement]) -> None:
         for index, stmt in enumerate(body):
@@ -229,14 +242,21 @@ class _UseCollector(cst.CSTVisitor):
                 self.guarded.update(body[index + 1 :])
 
     def on_visit(self, node: cst.CSTNode) -> bool:
+        if node in self.rebound:  # on_leave follows even when the node's children are skipped
+            self.active.append(self.rebound[node])
         if node in self.guarded:
             return False
         return super().on_visit(node)
 
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        if original_node in self.rebound:
+            self.active.pop()
+        super().on_leave(original_node)
+
     # -- uses -----------------------------------------------------------------------------------------------
 
     def visit_Name(self, node: cst.Name) -> None:
-        if node.value not in self.names:
+        if node.value not in self.names or any(node.value in names for names in self.active):
             return
         parent = self.parent(node)
         if parent is None or self._is_binding(node, parent):
@@ -317,6 +337,9 @@ class _UseCollector(cst.CSTVisitor):
             if isinstance(func, cst.Name) and func.value in CHECKING_BUILTINS:
                 return "check", call
             return "pass", call
+        if isinstance(parent, cst.Element) and self._concatenated(parent):
+            # `torch.cat((layer_past, key_value), dim=-2)`: the past is one tensor (K and V fused, or stacked)
+            return "legacy", self.parent(self.parent(self.parent(parent)))
         if isinstance(parent, (cst.Return, cst.DictElement, cst.Element)) and not isinstance(
             self.parent(parent), (cst.Subscript,)
         ):
@@ -335,6 +358,18 @@ class _UseCollector(cst.CSTVisitor):
         if isinstance(parent, cst.Element) or isinstance(parent, cst.Tuple):
             return "pass", parent
         return "legacy", parent
+
+    def _concatenated(self, element: cst.Element) -> bool:
+        """``element`` is one of the tensors ``torch.cat``/``concat``/``stack`` joins."""
+        sequence = self.parent(element)
+        arg = self.parent(sequence) if isinstance(sequence, (cst.Tuple, cst.List)) else None
+        call = self.parent(arg) if isinstance(arg, cst.Arg) and arg.keyword is None else None
+        joins = m.Name("cat") | m.Name("concat") | m.Name("concatenate") | m.Name("stack")
+        return (
+            isinstance(call, cst.Call)
+            and call.args[0] is arg
+            and m.matches(call.func, m.Attribute(value=m.Name("torch"), attr=joins))
+        )
 
     def _is_truth_test(self, node: cst.Name, parent: cst.CSTNode) -> bool:
         if isinstance(parent, (cst.If, cst.While, cst.IfExp)) and parent.test is node:
@@ -397,6 +432,36 @@ class _TupleAliasFinder(cst.CSTVisitor):
 
 def _dotted(node: cst.CSTNode) -> str:
     return code_of(node)
+
+
+def _rebinds_to_tuple(stmt: cst.BaseStatement, name: str) -> bool:
+    """``name = (a, b)``, or an ``if``/``else`` whose every branch ends so (no other assignment to ``name``
+    after it in the branch)."""
+    if isinstance(stmt, cst.SimpleStatementLine):
+        return any(
+            m.matches(small, m.Assign(targets=[m.AssignTarget(m.Name(name))], value=m.Tuple() | m.List()))
+            for small in stmt.body
+        )
+    if isinstance(stmt, cst.If):
+        orelse = stmt.orelse
+        if orelse is None:
+            return False
+        rest = orelse if isinstance(orelse, cst.If) else orelse.body.body
+        branches = [stmt.body.body, rest]
+        for branch in branches:
+            if isinstance(branch, cst.If):
+                if not _rebinds_to_tuple(branch, name):
+                    return False
+                continue
+            last = next((i for i in reversed(range(len(branch))) if _assigns_name(branch[i], name)), None)
+            if last is None or not _rebinds_to_tuple(branch[last], name):
+                return False
+        return True
+    return False
+
+
+def _assigns_name(stmt: cst.CSTNode, name: str) -> bool:
+    return bool(m.findall(stmt, m.AssignTarget(m.Name(name)) | m.AugAssign(target=m.Name(name))))
 
 
 def _conjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:

@@ -205,7 +205,20 @@ class _Applier(cst.CSTTransformer):
             result = self._emptied_else(original, result)
             return result
         rules = self._removed_rules(original.body.body)
-        if isinstance(original, cst.If) and result.orelse is None and _side_effect_free(original.test):
+        emptied_else = (
+            isinstance(result, cst.If)
+            and isinstance(result.orelse, cst.Else)
+            and not result.orelse.body.body
+            and isinstance(original.orelse, cst.Else)
+            and original.orelse.body.body
+        )
+        if emptied_else:  # `if x is None: <removed> else: <removed>`: nothing left to do either way
+            rules = sorted({*rules, *self._removed_rules(original.orelse.body.body)})
+        if (
+            isinstance(original, cst.If)
+            and (result.orelse is None or emptied_else)
+            and _side_effect_free(original.test)
+        ):
             self.extra_claims.extend((rule, original, "node") for rule in rules)
             self.touched[original] = set(rules)
             return cst.RemoveFromParent()

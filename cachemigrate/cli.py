@@ -250,6 +250,14 @@ def list_rules(era, rules, tier) -> None:
     "(default: guessed from whichever file is named modeling_<name>.py).",
 )
 @click.option(
+    "--config",
+    "settings",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Set a config value over the tiny ones, to probe a variant of the model, e.g. --config multi_query=false "
+    "(true/false/none, numbers, else text; repeatable).",
+)
+@click.option(
     "--original-python",
     default=None,
     metavar="PYTHON",
@@ -263,7 +271,9 @@ def list_rules(era, rules, tier) -> None:
 )
 @click.option("--rtol", type=float, default=None, help="Cross-version probe: relative tolerance (default 1e-5).")
 @click.option("--atol", type=float, default=None, help="Cross-version probe: absolute tolerance (default 1e-5).")
-def probe(original, migrated, checks, static, seed, package, original_python, migrated_python, rtol, atol) -> None:
+def probe(
+    original, migrated, checks, static, seed, package, settings, original_python, migrated_python, rtol, atol
+) -> None:
     """Compare ORIGINAL and MIGRATED on a tiny random model with shared weights.
 
     With --original-python and/or --migrated-python (the other one defaults to this interpreter), each file runs
@@ -282,6 +292,8 @@ def probe(original, migrated, checks, static, seed, package, original_python, mi
 
         if checks or static is not None:
             fail("--check and --static do not apply to the cross-version probe (it runs all its checks)")
+        if settings:
+            fail("--config does not apply to the cross-version probe")
         report = run_cross_probe(
             original,
             migrated,
@@ -301,7 +313,10 @@ def probe(original, migrated, checks, static, seed, package, original_python, mi
         unknown = [c for c in checks if c not in CHECK_NAMES]
         if unknown:
             fail(f"unknown check(s) {', '.join(unknown)}: expected some of {', '.join(CHECK_NAMES)}")
-        results = run_probe(original, migrated, checks=list(checks) or None, static=static, seed=seed, package=package)
+        values = _config_values(settings)
+        results = run_probe(
+            original, migrated, checks=list(checks) or None, static=static, seed=seed, package=package, settings=values
+        )
     seconds = time.perf_counter() - start
     if is_setup_failure(results):
         click.echo(f"error: probe set-up: {results[0].detail}", err=True)
@@ -317,6 +332,27 @@ def probe(original, migrated, checks, static, seed, package, original_python, mi
             f"set-up errors (the check cannot run on the original; not divergences): {', '.join(setup)}", err=True
         )
     sys.exit(exit_status(results))
+
+
+def _config_values(pairs) -> dict:
+    """``["multi_query=false", "num_kv_heads=2"]`` -> ``{"multi_query": False, "num_kv_heads": 2}``."""
+    import json
+
+    values = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        if not sep or not key.strip():
+            fail(f"--config {pair!r}: expected KEY=VALUE")
+        lowered = text.strip().lower()
+        if lowered in ("true", "false", "none", "null"):
+            value = {"true": True, "false": False}.get(lowered)
+        else:
+            try:
+                value = json.loads(text)
+            except ValueError:
+                value = text
+        values[key.strip()] = value
+    return values
 
 
 def entry() -> None:  # pragma: no cover - console script wrapper

@@ -27,6 +27,8 @@ from .apply import ApplyError, Reformat, apply_plan
 from .audit import Offsets, claims_of, find_violation
 from .diagnostics import Diagnostic
 from .edits import Plan
+from .boundary import file_layout
+from .converters import Converter, find_converters
 from .excerpts import source_line
 from .facts import bound_holes, find_facts, functions_in_scope
 from .imports import IMPORTS_RULE, plan_imports
@@ -36,7 +38,7 @@ from .reach import unreachable_cache
 from .removed import removed_uses
 from .render import format_statements
 from .results import FileResult, Options
-from .schema import Era, Rule, RuleSet
+from .schema import ENGINE_FACTS, Era, Rule, RuleSet
 from .suppressed_edits import NOTHING, leave_out
 from .suppression import skips_file
 from .vendor import helper_imports, plan_helpers
@@ -58,7 +60,8 @@ class RegionViolation(RuntimeError):
 
 
 def _when_holds(rule: Rule, facts: Mapping[str, str]) -> bool:
-    return all(facts.get(key) == value for key, value in rule.when.items())
+    """Every fact of ``when`` has its value (``"*"``: any value, the fact is known)."""
+    return all(key in facts if value == "*" else facts.get(key) == value for key, value in rule.when.items())
 
 
 class _Formatter(Reformat):
@@ -117,7 +120,11 @@ def plan_rules(
     """Every rule's edits on the original tree, the matches per rule, and the diagnostics of planning."""
     views = FileViews(info)
     facts = find_facts(info, era, views)
-    bound = bound_holes(info, facts)
+    layout = file_layout(info, views, facts.get("presents"))
+    facts.update(layout.facts)
+    if "entry_converter" in layout.facts:  # the heads read the tuples the base model converts on its way in
+        views.set_rank(info.roles["head"] + info.roles["pretrained"], layout.boundary_rank)
+    bound = bound_holes(info, facts, {**layout.filters, **layout.predicates})
     plan = Plan()
     actions = []
     matched: dict[str, int] = {}
@@ -128,14 +135,18 @@ def plan_rules(
         functions, classes = functions_in_scope(info, rule.role, rule.functions)
         needed = set(rule.when) | _facts_in_templates(rule, era)
         if not _when_holds(rule, facts) or not needed <= set(facts):
-            # a when-fact that is known and different: the rule is not for this file, nothing to report
-            contradicted = any(key in facts and facts[key] != value for key, value in rule.when.items())
+            # a when-fact that is known and different: the rule is not for this file, nothing to report (a fused
+            # layout's CM018)
+            contradicted = any(key in facts and value not in ("*", facts[key]) for key, value in rule.when.items())
             missing = [] if contradicted else sorted(needed - set(facts) - undetermined)
             if rule.required and missing and functions:
                 # e.g. the legacy layout of a layer's cache: without it no rule returns the cache as a tuple
                 undetermined.update(missing)
+                if layout.reason and any(fact in ENGINE_FACTS for fact in missing):  # one unknown layout, said once
+                    undetermined.update(ENGINE_FACTS)
                 where = locate(info.functions[sorted(functions)[0]].node)
-                found.append(_not_applied(rule, path, where, f"cannot tell how it applies: {_why_unknown(missing)}"))
+                why = _why_unknown(missing, layout.reason)
+                found.append(_not_applied(rule, path, where, f"cannot tell how it applies: {why}"))
             continue
         if not functions and not classes:
             continue
@@ -176,14 +187,19 @@ def plan_rules(
 
 
 def _facts_in_templates(rule: Rule, era: Era) -> set[str]:
-    """The facts a rule's templates use as bound holes: without the fact the rule has nothing to fill in."""
+    """The facts a rule's templates use as bound holes (the era's and the engine's layout facts): without the fact
+    the rule has nothing to fill in."""
     texts = [v for v in rule.params.values() if isinstance(v, str)]
     texts += [t for v in rule.params.values() if isinstance(v, list) for t in v if isinstance(t, str)]
-    return {hole for text in texts for hole in holes(text)} & {fact.name for fact in era.facts}
+    return {hole for text in texts for hole in holes(text)} & ({fact.name for fact in era.facts} | set(ENGINE_FACTS))
 
 
-def _why_unknown(facts: list[str]) -> str:
+def _why_unknown(facts: list[str], layout_reason: str | None = None) -> str:
+    layout = f"the layout of the cached keys and values is not known: {layout_reason}"
+    if any(fact in ENGINE_FACTS for fact in facts):  # one reason for all of them
+        facts = [fact for fact in facts if fact not in ENGINE_FACTS] + ["cache_layout"]
     said = {
+        "cache_layout": layout,
         "layout": "the file never builds the present of a layer as a (key, value) tuple or a stacked tensor, so "
         "the legacy layout to give back to tuple callers is unknown",
         "presents": "the base model never starts a tuple of presents as `() if use_cache else None` (a condition that reads `use_cache`)",
@@ -321,20 +337,32 @@ def _leftover_diagnostics(
     era: Era,
     path: str,
     locate: Locator,
+    converters: Mapping[str, Converter] = {},
 ) -> list[Diagnostic]:
     """Legacy uses still present after the rules ran, located in the original file. Only the edited functions
-    are analysed again; the others keep the uses found before."""
+    are analysed again; the others keep the uses found before.
+
+    The file's legacy converters (:mod:`cachemigrate.converters`) only ever handle tuples and keep their tuple
+    code; handing them a cache outside a tuple-only branch is a legacy use (a Cache could reach them)."""
     changed = [s for s in new_module.body if isinstance(s, (cst.ClassDef, cst.FunctionDef)) and s.name.value in edited]
     after = analyze(cst.Module(body=changed), era.cache_names, only=functions)
     reanalysed = {q for q in after.functions if q in functions}
-    kept = [use for fn in before.functions.values() if fn.qualname not in reanalysed for use in fn.legacy()]
+    exempt = {c.qualname for c in converters.values()}
+    calls = {f"self.{name}" for name in converters}
+
+    def leftovers(fn) -> list:
+        if fn.qualname in exempt:
+            return []
+        return [u for u in fn.uses if u.kind == "legacy" or (u.kind == "pass" and u.idiom in calls)]
+
+    kept = [use for fn in before.functions.values() if fn.qualname not in reanalysed for use in leftovers(fn)]
     originals: dict[tuple, list] = {}
-    for use in before.legacy_uses():
+    for use in (u for fn in before.functions.values() for u in leftovers(fn)):
         originals.setdefault((use.function, use.statement, use.idiom), []).append(use)
     code = locate.module.code
     # one diagnostic per statement (a statement reading `past[0]` and `past[1]` is one construct)
     grouped: dict[tuple, list] = {}
-    for use in [*kept, *(u for q in reanalysed for u in after.functions[q].legacy())]:
+    for use in [*kept, *(u for q in reanalysed for u in leftovers(after.functions[q]))]:
         matches = originals.get((use.function, use.statement, use.idiom))
         if matches:
             line, column = locate(matches.pop(0).node)
@@ -348,17 +376,18 @@ def _leftover_diagnostics(
         idioms = list(dict.fromkeys(f"`{use.idiom}`" for _, _, use in sorted(uses, key=lambda found: found[:2])))
         excerpt = source_line(code, line)
         where = f" in `{excerpt}`" if excerpt else ""
-        result.append(
-            Diagnostic(
-                path,
-                line,
-                column,
-                codes.UNKNOWN_IDIOM,
-                f"`{first.variable}` is used as a tuple cache in {function} ({', '.join(idioms)}{where}) and no rule "
-                "rewrites this idiom; the file was left unchanged. Migrate this statement by hand or add a rule "
-                "for it",
+        if first.kind == "pass":
+            what = (
+                f"`{first.variable}` is handed to `{first.idiom}`, which converts legacy tuples only, in {function}"
+                f"{where}, where a Cache can reach it,"
             )
+        else:
+            what = f"`{first.variable}` is used as a tuple cache in {function} ({', '.join(idioms)}{where})"
+        message = (
+            f"{what} and no rule rewrites this idiom; the file was left unchanged. Migrate this statement by hand "
+            "or add a rule for it"
         )
+        result.append(Diagnostic(path, line, column, codes.UNKNOWN_IDIOM, message))
     return result
 
 
@@ -400,7 +429,10 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
     if error:
         return done("failed", diags=[error])
     before = analyze(module, era.cache_names)
-    if not before.legacy_uses() or before.on_cache_api():
+    converters = find_converters(before)
+    # legacy converters keep their tuple code after a migration: alone, they leave nothing to migrate
+    exempt = {c.qualname for c in converters.values()}
+    if not [use for use in before.legacy_uses() if use.function not in exempt] or before.on_cache_api():
         return done("clean")
     locate = Locator(module)
     closed = unreachable_cache(before)
@@ -464,7 +496,7 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
             "report it with this file"
         )
         return done("error", diags=[Diagnostic(path, line, column, codes.REGION_VIOLATION, message)])
-    found.extend(_leftover_diagnostics(before, new_module, edited, functions, era, path, locate))
+    found.extend(_leftover_diagnostics(before, new_module, edited, functions, era, path, locate, converters))
     found.extend(removed_uses(module, new_module, era, path, locate))
     applied = {rule: count for rule, count in matched.items()}
     if found:

@@ -69,8 +69,11 @@ def _mentions(node: cst.CSTNode, name: str) -> bool:
     return bool(m.findall(node, m.Name(name) | m.Attribute(attr=m.Name(name))))
 
 
-def bound_holes(info: ModuleInfo, facts: Mapping[str, str]) -> Callable[[str | None], dict[str, str]]:
-    """A function from a qualified function name to the holes bound in it."""
+def bound_holes(
+    info: ModuleInfo, facts: Mapping[str, str], filters: Mapping[str, Callable] | None = None
+) -> Callable[[str | None], dict[str, str]]:
+    """A function from a qualified function name to the holes bound in it (and the templates' filters, keyed
+    ``"|name"``)."""
     layers = {}
     for name in info.roles["base_model"]:
         cls = info.classes[name]
@@ -80,6 +83,7 @@ def bound_holes(info: ModuleInfo, facts: Mapping[str, str]) -> Callable[[str | N
 
     def bound(qualname: str | None) -> dict[str, str]:
         values = dict(facts)
+        values.update(filters or {})
         fn = info.functions.get(qualname) if qualname else None
         if fn is not None and fn.cache_params:
             values["cache"] = fn.cache_params[0]

@@ -8,6 +8,11 @@ Whitespace, parentheses and commas are not part of the match, so ``(a, b)`` and
 
 Holes named after a *fact* of the role being rewritten (``cache``, ``layers``, ...) are bound:
 they only match that exact name or expression.
+
+In a template that is filled (a replacement, an inserted block), ``{name|filter}`` is the hole's value passed
+through a filter the engine provides with the bound values (``values["|filter"]``, a function from expression to
+expression), e.g. ``{key|key_to_cache}`` (:mod:`cachemigrate.conversions`). A filled statement that a filter made
+``x = x`` is dropped: the filter had nothing to convert.
 """
 
 from __future__ import annotations
@@ -19,9 +24,10 @@ from typing import Iterable, Mapping, Sequence
 import libcst as cst
 import libcst.matchers as m
 
-_HOLE = re.compile(r"\{(\w+)\}")
+_HOLE = re.compile(r"\{(\w+)(?:\|(\w+))?\}")
 _PREFIX = "__cm_"
 _SUFFIX = "__"
+_FILTER = "__F_"  # {name|filter} -> __cm_name__F_filter__
 
 # Fields that carry layout only (whitespace, brackets, separators); ignored when matching.
 _LAYOUT_TYPES = (
@@ -49,8 +55,14 @@ class TemplateError(ValueError):
     """A template is not valid Python once its holes are filled with names."""
 
 
-def hole_name(name: str) -> str:
-    return f"{_PREFIX}{name}{_SUFFIX}"
+def hole_name(name: str, filter: str | None = None) -> str:
+    return f"{_PREFIX}{name}{_FILTER}{filter}{_SUFFIX}" if filter else f"{_PREFIX}{name}{_SUFFIX}"
+
+
+def _split(hole: str) -> tuple[str, str | None]:
+    """``name`` and its filter (or None) of a hole's inner identifier."""
+    name, _, filter = hole.partition(_FILTER)
+    return name, filter or None
 
 
 def _hole_of(identifier: str) -> str | None:
@@ -61,11 +73,17 @@ def _hole_of(identifier: str) -> str | None:
 
 def to_python(template: str) -> str:
     """Replace every ``{hole}`` with a plain identifier so that the template parses."""
-    return _HOLE.sub(lambda mo: hole_name(mo.group(1)), template)
+    return _HOLE.sub(lambda mo: hole_name(mo.group(1), mo.group(2)), template)
 
 
 def holes(template: str) -> set[str]:
-    return set(_HOLE.findall(template))
+    """The names of the template's holes (filters aside)."""
+    return {mo.group(1) for mo in _HOLE.finditer(template)}
+
+
+def filters_in(template: str) -> set[str]:
+    """The filters the template's holes use."""
+    return {mo.group(2) for mo in _HOLE.finditer(template) if mo.group(2)}
 
 
 def parse_expression(template: str) -> cst.BaseExpression:
@@ -142,7 +160,7 @@ class Pattern:
     hole_uses: Mapping[str, int]
 
     def holes(self) -> set[str]:
-        return set(self.hole_uses)
+        return {_split(name)[0] for name in self.hole_uses}
 
 
 def _template_caches() -> set[str]:
@@ -214,6 +232,11 @@ def _merge(pattern: Pattern, raw: Mapping[str, object], bound: Mapping[str, str]
                 return None
         if name in bound and not _is_bound_value(first, bound[name]):
             return None
+        name, predicate = _split(name)
+        if predicate is not None:  # `{conv|converter}` in a pattern: the capture must pass the engine's test
+            test = bound.get(f"?{predicate}")
+            if test is None or not test(first):
+                return None
         captures[name] = first
     return captures
 
@@ -257,15 +280,32 @@ class _Filler(cst.CSTTransformer):
         return hole is None or isinstance(self.values.get(hole), cst.BaseExpression)
 
     def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.BaseExpression:
-        name = _hole_of(original_node.value)
-        if name is None:
+        hole = _hole_of(original_node.value)
+        if hole is None:
             return updated_node
+        name, filter = _split(hole)
         value = self.values[name]
+        if filter is not None:
+            if not isinstance(value, cst.BaseExpression):
+                raise TemplateError(f"hole {{{name}|{filter}}} is not an expression and cannot be converted")
+            return self.values[f"|{filter}"](value)
         if isinstance(value, cst.BaseExpression):
             return value
         if isinstance(value, tuple):
             return updated_node  # a block body: spliced by leave_IndentedBlock
         raise TemplateError(f"hole {{{name}}} holds a statement and cannot be used inside an expression")
+
+    def leave_Attribute(self, original_node, updated_node):
+        return updated_node.with_changes(value=_atomic(updated_node.value))
+
+    def leave_Subscript(self, original_node, updated_node):
+        return updated_node.with_changes(value=_atomic(updated_node.value))
+
+    def leave_Call(self, original_node, updated_node):
+        return updated_node.with_changes(func=_atomic(updated_node.func))
+
+    def leave_Module(self, original_node, updated_node):
+        return self.leave_IndentedBlock(original_node, updated_node)
 
     def leave_IndentedBlock(self, original_node, updated_node):
         # a statement that is a hole holding a captured block body is spliced in place
@@ -280,6 +320,8 @@ class _Filler(cst.CSTTransformer):
         return updated_node.with_changes(body=body)
 
     def leave_SimpleStatementLine(self, original_node, updated_node):
+        if _filtered(original_node) and _self_assignment(updated_node):
+            return cst.RemoveFromParent()  # `x = {x|filter}` where the filter had nothing to convert
         # a hole standing alone as a statement is replaced by the captured statement
         if len(original_node.body) == 1 and isinstance(original_node.body[0], cst.Expr):
             value = original_node.body[0].value
@@ -294,6 +336,29 @@ class _Filler(cst.CSTTransformer):
         return updated_node
 
 
+_ATOMS = (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.SimpleString, cst.List, cst.Dict)
+
+
+def _atomic(node: cst.BaseExpression) -> cst.BaseExpression:
+    """A filled-in expression where an atom is needed (``{x}.update``, ``{x}[0]``, ``{f}(...)``): parenthesised
+    unless it is one (``a + b`` would otherwise read ``a + b.update``)."""
+    if isinstance(node, _ATOMS) or node.lpar:
+        return node
+    return node.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+
+
+def _filtered(stmt: cst.CSTNode) -> bool:
+    return any(_split(_hole_of(n.value) or "")[1] for n in m.findall(stmt, m.Name()))
+
+
+def _self_assignment(stmt: cst.CSTNode) -> bool:
+    """``x = x``: one name assigned to itself."""
+    if not m.matches(stmt, m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(m.Name())], value=m.Name())])):
+        return False
+    assign = stmt.body[0]
+    return assign.targets[0].target.value == assign.value.value
+
+
 def _statement_hole(stmt: cst.CSTNode) -> str | None:
     if m.matches(stmt, m.SimpleStatementLine(body=[m.Expr(m.Name())])):
         return _hole_of(stmt.body[0].value.value)
@@ -303,7 +368,7 @@ def _statement_hole(stmt: cst.CSTNode) -> str | None:
 def _as_nodes(values: Mapping[str, object]) -> dict[str, cst.CSTNode]:
     nodes: dict[str, cst.CSTNode] = {}
     for name, value in values.items():
-        nodes[name] = cst.parse_expression(value) if isinstance(value, str) else value
+        nodes[name] = cst.parse_expression(value) if isinstance(value, str) else value  # filters: callables
     return nodes
 
 
@@ -320,9 +385,11 @@ def fill_statements(python_code: str, values: Mapping[str, object]) -> list[cst.
 
 
 def _check_filled(template: str, values: Mapping[str, object], already_python: bool = False) -> None:
-    wanted = (
-        {_hole_of(t) for t in re.findall(rf"{_PREFIX}\w+?{_SUFFIX}", template)} if already_python else holes(template)
-    )
+    if already_python:
+        used = [_split(_hole_of(t) or "") for t in re.findall(rf"\b{_PREFIX}\w+", template)]
+    else:
+        used = [(mo.group(1), mo.group(2)) for mo in _HOLE.finditer(template)]
+    wanted = {name for name, _ in used} | {f"|{f}" for _, f in used if f}
     missing = sorted(name for name in wanted if name and name not in values)
     if missing:
         raise TemplateError(f"template {template.strip()!r} uses holes with no value: {', '.join(missing)}")

@@ -21,8 +21,10 @@ from .eras import (
     era_for_version,
     in_range,
 )  # noqa: F401 (re-exported)
-from .patterns import TemplateError, compile_statements
+from .conversions import FILTER_WRITES
+from .patterns import TemplateError, compile_statements, filters_in
 from .schema import (
+    ENGINE_FACTS,
     ROLES,
     TIERS,
     Checker,
@@ -126,7 +128,7 @@ def load_rule(path: Path, era: Era) -> Rule:
     rule_era = check.get("era", str, f"the era of its directory, {era.name!r}")
     if rule_era != era.name:
         raise check.fail("era", f"the era of its directory, {era.name!r}", rule_era)
-    known_facts = {f.name for f in era.facts}
+    known_facts = {f.name for f in era.facts} | set(ENGINE_FACTS)  # a value "*": the fact is known
     when = check.get("when", dict, "a table of fact = value", {})
     for fact, value in when.items():
         if fact not in known_facts or not isinstance(value, str):
@@ -241,7 +243,10 @@ def _check_removed(rules, era: Era) -> None:
     found = re.compile(r"\b(" + "|".join(map(re.escape, era.removed.names)) + r")\b")
     for rule in rules:
         written = [v for k, v in rule.params.items() if k not in _INPUT_PARAMS]
-        for text in _strings(written) + list(rule.imports):
+        texts = _strings(written)
+        # a filter (`{presents|cache_to_legacy}`) writes its own code
+        texts += [name for text in texts for f in filters_in(text) for name in FILTER_WRITES.get(f, ())]
+        for text in texts + list(rule.imports):
             hit = found.search(text)
             if hit:
                 raise RuleError(

@@ -18,6 +18,18 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 TIERS = ("dynamic", "static", "upstream")
+# Facts the engine computes itself (cachemigrate.boundary): the layout of the cached keys and values inside the
+# attention and at the model boundary. Usable in `when` and as bound holes like the era's own facts.
+ENGINE_FACTS = (
+    "form",
+    "cache_layout",
+    "boundary",
+    "key_seq",
+    "value_seq",
+    "boundary_key_seq",
+    "entry_converter",
+    "exit_converter",
+)
 ROLES = ("attention", "block", "base_model", "pretrained", "head", "reader", "any")
 
 
@@ -174,4 +186,5 @@ def read_toml(path: Path) -> dict:
 
 def bound_names(era: Era) -> frozenset[str]:
     """Holes a rule of ``era`` may use unbound by its pattern: the cache, the layer list, facts, arguments."""
-    return frozenset({"cache", "layers", *(f.name for f in era.facts), *(f"arg{i}" for i in range(10))})
+    facts = (*(f.name for f in era.facts), *ENGINE_FACTS)
+    return frozenset({"cache", "layers", *facts, *(f"arg{i}" for i in range(10))})

@@ -22,6 +22,7 @@ class FileViews:
         )
         self._functions: dict[str, FunctionViews] = {}
         self.cache_rank: int | None = None
+        self.class_ranks: dict[str, int | None] = {}  # classes whose code reads the cache in another layout
         ranks = set()
         for name in info.roles["attention"]:
             fn = info.classes[name].methods.get("forward")
@@ -30,6 +31,14 @@ class FileViews:
         self._functions.clear()
         self.cache_rank = ranks.pop() if len(ranks) == 1 else None
 
+    def set_rank(self, classes, rank: int | None) -> None:
+        """The functions of ``classes`` read a layer's cache tensors with ``rank`` axes (the heads, when the base
+        model converts the cache to another layout for its attention)."""
+        for name in classes:
+            self.class_ranks[name] = rank
+        for qualname in [q for q in self._functions if self.info.functions[q].cls in set(classes)]:
+            del self._functions[qualname]
+
     def of(self, qualname: str | None) -> FunctionViews | None:
         if qualname is None or qualname not in self.info.functions:
             return None
@@ -37,7 +46,8 @@ class FileViews:
             fn = self.info.functions[qualname]
             caches = fn.cache_names or set(fn.cache_params)
             scope = RankScope(lookup=self.oracle.lookup(fn.cls))
-            self._functions[qualname] = FunctionViews(fn.node, caches, scope, self.cache_rank)
+            rank = self.class_ranks.get(fn.cls, self.cache_rank)
+            self._functions[qualname] = FunctionViews(fn.node, caches, scope, rank)
         return self._functions[qualname]
 
     def view(self, node: cst.CSTNode, qualname: str | None) -> cst.CSTNode:

@@ -374,3 +374,19 @@ def test_registry_refuses_a_second_check_of_a_name_and_a_check_without_a_docstri
         check()(sdpa)
     with pytest.raises(ValueError, match="no docstring"):
         check()(undocumented)
+
+
+def test_from_legacy_cache_is_tried_only_on_pairs_in_a_cache_layout():
+    """The probe hands the migrated model ``DynamicCache.from_legacy_cache(original past)`` only where that builds
+    the right Cache: (key, value) pairs of 4-D tensors of one shape per layer; not GPTBigCode's fused tensor per
+    layer, nor BLOOM's transposed keys with batch and heads merged."""
+    import torch
+
+    from cachemigrate.probe.checks.cache_api import _pairs_of_cache_layout
+
+    k = torch.zeros(2, 4, 5, 8)
+    assert _pairs_of_cache_layout(((k, k), (k, k)))
+    assert _pairs_of_cache_layout([(k, k)])
+    assert not _pairs_of_cache_layout([torch.zeros(2, 5, 16), torch.zeros(2, 5, 16)])  # fused, multi-query
+    assert not _pairs_of_cache_layout(((torch.zeros(8, 8, 5), torch.zeros(8, 5, 8)),))  # bloom: [b*h,d,s], [b*h,s,d]
+    assert not _pairs_of_cache_layout(())

@@ -14,6 +14,9 @@ if TYPE_CHECKING:
     from .base import ActionContext
 
 
+# `{name|test}` in a pattern: the capture must pass the engine's test (bound as "?test")
+PREDICATES = frozenset({"converter", "no_cache_check"})
+
 # `isinstance(x, Cache)` and the like: code guarded by it already handles a Cache
 CACHE_GUARD = m.Call(
     func=m.Name("isinstance"), args=[m.Arg(), m.Arg(m.Name(m.MatchIfTrue(lambda name: name in GUARD_TYPES)))]
@@ -28,14 +31,20 @@ def depth_of(function_qualname: str | None) -> int:
 
 
 def check_holes(check: "Checker", key: str, template: str, captured: set[str]) -> None:
-    """A template may only use holes its pattern captures or that are bound (``cache``, ``layers``, facts)."""
-    from ..patterns import holes
+    """A template may only use holes its pattern captures or that are bound (``cache``, ``layers``, facts), and
+    only the engine's filters (``{key|key_to_cache}``)."""
+    from ..conversions import FILTERS
+    from ..patterns import filters_in, holes
 
     unknown = holes(template) - captured - set(getattr(check, "bound_names", ()))
     if unknown:
         raise check.fail(
             key, f"a template whose holes are captured or bound ({', '.join(sorted(unknown))} is not)", template
         )
+    strange = filters_in(template) - FILTERS
+    if strange:
+        known = ", ".join(sorted(FILTERS))
+        raise check.fail(key, f"filters the engine provides ({known}; {', '.join(sorted(strange))} is not)", template)
 
 
 def _without_comment(comma: cst.Comma) -> cst.Comma:
@@ -131,7 +140,15 @@ def check_templates(rule: "Rule", check: "Checker", compile_template: Callable, 
     templates = rule_templates(rule)
     if not templates:
         raise check.fail("params.pattern", f"a {kind} template (or `patterns`, a list of them)")
+    from ..patterns import filters_in
+
     for template in templates:
+        strange = filters_in(template) - PREDICATES
+        if strange:
+            key = "params.pattern" if template == rule.params.get("pattern") else "params.patterns"
+            raise check.fail(
+                key, f"a pattern whose tests are the engine's ({', '.join(sorted(PREDICATES))})", template
+            )
         try:
             pattern = compile_template(template)
         except TemplateError as exc:

@@ -21,19 +21,28 @@ class Probe:
     True forces them, False skips them.
     """
 
-    def __init__(self, original: ModelClasses, migrated: ModelClasses, *, static: bool | None = None, seed: int = 0):
+    def __init__(
+        self,
+        original: ModelClasses,
+        migrated: ModelClasses,
+        *,
+        static: bool | None = None,
+        seed: int = 0,
+        settings: dict | None = None,
+    ):
         self.orig = original
         self.migr = migrated
         self.static = static
         self.seed = seed
-        self.vocab_size = vocab_of(tiny_config(original.config_class))
+        self.settings = dict(settings or {})  # config values set over the tiny ones (a variant of the model)
+        self.vocab_size = vocab_of(tiny_config(original.config_class, settings=self.settings))
         self._pairs: dict = {}
         self._buildable: dict = {}
 
     def control(self, side: str) -> "Probe":
         """A probe that compares one side's file with itself ("original" or "migrated"): what that file does alone."""
         classes = {"original": self.orig, "migrated": self.migr}[side]
-        return Probe(classes, classes, static=self.static, seed=self.seed)
+        return Probe(classes, classes, static=self.static, seed=self.seed, settings=self.settings)
 
     # -- models ------------------------------------------------------------------------------------------------------
 
@@ -41,9 +50,10 @@ class Probe:
         """(original model, migrated model) with one shared state_dict, in eval mode. Cached unless ``fresh``."""
         key = (attn, torchscript)
         if fresh or key not in self._pairs:
-            config = tiny_config(self.orig.config_class, attn=attn, torchscript=torchscript)
+            config = tiny_config(self.orig.config_class, attn=attn, torchscript=torchscript, settings=self.settings)
             for name, value in decoder_changes(self.orig).items():
-                setattr(config, name, value)
+                if name not in self.settings:  # the settings asked for stay last
+                    setattr(config, name, value)
             built = build_pair(self.orig, self.migr, config, self.seed)
             if fresh:
                 return built

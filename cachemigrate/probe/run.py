@@ -33,12 +33,14 @@ def run_probe(
     static: bool | None = None,
     seed: int = 0,
     package: str | None = None,
+    settings: dict | None = None,
 ) -> list[CheckResult]:
     """Run the check matrix on ORIGINAL vs MIGRATED; one CheckResult per check in ``checks`` (default: CHECK_NAMES).
 
     ``static``: None runs the static checks only when the migrated model sets ``_supports_static_cache``, True
     forces them, False skips them. ``package`` (e.g. ``transformers.models.gpt2``) is where files with relative
-    imports are imported; by default it is guessed from whichever file is named ``modeling_<name>.py``.
+    imports are imported; by default it is guessed from whichever file is named ``modeling_<name>.py``. ``settings``
+    are config values set over the tiny ones (``{"multi_query": False}``), to probe a variant of the model.
 
     When the probe cannot be set up on the original, the result is a single ``setup`` CheckResult with status
     "setup-error". A migrated file that fails to import makes every check "error".
@@ -58,7 +60,7 @@ def run_probe(
     with _probe_environment():
         try:
             try:
-                probe = _set_up(paths, packages, digest, modules, static, seed)
+                probe = _set_up(paths, packages, digest, modules, static, seed, settings or {})
             except ProbeSetupError as exc:
                 return [CheckResult("setup", SETUP_ERROR, str(exc), time.perf_counter() - start)]
             except _MigratedBroken as exc:
@@ -74,7 +76,7 @@ class _MigratedBroken(Exception):
     """The migrated file cannot be imported or its model built: every check diverges."""
 
 
-def _set_up(paths: list[Path], packages: list, digest: str, modules: list, static, seed: int) -> Probe:
+def _set_up(paths: list[Path], packages: list, digest: str, modules: list, static, seed: int, settings: dict) -> Probe:
     """Load both files into ``modules``, find the classes and build the first pair, or say which side failed."""
     original_path, migrated_path = paths
     try:
@@ -83,27 +85,27 @@ def _set_up(paths: list[Path], packages: list, digest: str, modules: list, stati
         raise ProbeSetupError(f"cannot import the original {original_path.name}: {one_line(exc)}") from exc
     try:
         classes = discover(modules[0])
-        _smoke(classes, seed)
+        _smoke(classes, seed, settings)
     except Exception as exc:  # noqa: BLE001
         raise ProbeSetupError(
             f"cannot run the original {original_path.name} on a tiny model: {one_line(exc)}"
         ) from exc
     try:
         modules.append(load_modeling_module(migrated_path, package=packages[1], alias=f"_cm_migrated_{digest}"))
-        probe = Probe(classes, matching_classes(classes, modules[1]), static=static, seed=seed)
+        probe = Probe(classes, matching_classes(classes, modules[1]), static=static, seed=seed, settings=settings)
         probe.pair()  # the original side built above, so what fails here is the migrated side
     except Exception as exc:  # noqa: BLE001
         raise _MigratedBroken(one_line(exc)) from exc
     return probe
 
 
-def _smoke(classes, seed: int) -> None:
+def _smoke(classes, seed: int, settings: dict | None = None) -> None:
     """One forward pass without a cache: a tiny config that does not fit the model fails here, once. An
     encoder-decoder model without a decoder-only class runs its decoder on shared encoder states."""
     import torch
 
     if classes.decoder_only:
-        model = build_original(classes, tiny_config(classes.config_class), seed)
+        model = build_original(classes, tiny_config(classes.config_class, settings=settings), seed)
         call = {}
     else:
         target = cross_targets(classes, classes)[0]

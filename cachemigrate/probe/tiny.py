@@ -145,12 +145,14 @@ def tiny_overrides(values: dict) -> dict:
     return overrides
 
 
-def tiny_config(config_class, *, attn: str = "eager", torchscript: bool = False):
+def tiny_config(config_class, *, attn: str = "eager", torchscript: bool = False, settings: dict | None = None):
     """Default config of ``config_class`` shrunk to 2 layers, width 32, 4 heads, vocab 99, no dropout, with the
-    dependent sizes (head size, key/value heads, rotary size, feed-forward and per-layer settings) consistent."""
+    dependent sizes (head size, key/value heads, rotary size, feed-forward and per-layer settings) consistent.
+    ``settings`` (``{"multi_query": False}``) are set last, over the tiny values, for a variant of the model."""
     default = config_class()
     overrides = tiny_overrides(vars(default))
     overrides.update(use_cache=True, pad_token_id=0, bos_token_id=None, eos_token_id=None, torchscript=torchscript)
+    overrides.update(settings or {})
     try:
         config = config_class(**overrides)
     except Exception:  # noqa: BLE001 - a constructor that rejects some keyword: set them all on the default

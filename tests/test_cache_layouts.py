@@ -1,0 +1,207 @@
+"""The layout facts (cachemigrate.layout, converters, boundary, conversions) on the layout fixtures of this repo and
+small snippets: what each file's cache layout is read as, why an unknown one is unknown, and the views written."""
+
+from pathlib import Path
+
+import libcst as cst
+import pytest
+
+from cachemigrate.analysis import analyze
+from cachemigrate.boundary import file_layout
+from cachemigrate.conversions import Unconvertible, from_cache, to_cache
+from cachemigrate.converters import find_converters
+from cachemigrate.facts import find_facts
+from cachemigrate.layout import TensorLayout
+from cachemigrate.rules import load_ruleset
+from cachemigrate.views import FileViews
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "4.52"
+ERA = load_ruleset("4.52").era
+
+
+def layout_of(code: str):
+    info = analyze(cst.parse_module(code), ERA.cache_names)
+    views = FileViews(info)
+    return file_layout(info, views, find_facts(info, ERA, views).get("presents")), info
+
+
+def facts_of(fixture: str) -> dict:
+    layout, _ = layout_of((FIXTURES / fixture).read_text())
+    assert layout.reason is None, layout.reason
+    return layout.facts
+
+
+@pytest.mark.parametrize(
+    "fixture, key_seq, value_seq",
+    [
+        ("CM300/before.py", "-1", "-2"),  # BLOOM: keys [b*h, d, s], values [b*h, s, d]
+        ("CM300/rw_before.py", "-2", "-2"),  # Falcon inside: [b*h, s, d]
+        ("CM300/batch_first_before.py", "-3", "-3"),  # [b, s, h, d], cat on dim 1
+        ("CM300/sequence_first_before.py", "-4", "-4"),  # [s, b, h, d], cat on dim 0
+    ],
+)
+def test_converted_pair_layouts_and_their_sequence_axes(fixture, key_seq, value_seq):
+    facts = facts_of(fixture)
+    assert facts["form"] == "pair" and facts["cache_layout"] == "converted"
+    assert (facts["key_seq"], facts["value_seq"]) == (key_seq, value_seq)
+
+
+def test_standard_pair_layout():
+    facts = facts_of("CM304/before.py")  # MPT: [b, h, s, d], cat on dim 2 of a 4-D tensor
+    assert facts == {
+        "form": "pair",
+        "cache_layout": "standard",
+        "boundary": "standard",
+        "key_seq": "-2",
+        "value_seq": "-2",
+        "boundary_key_seq": "-2",
+    }
+
+
+def test_fused_layout_has_no_axis_facts():
+    facts = facts_of("CM302/before.py")
+    assert facts == {"form": "fused", "cache_layout": "fused", "boundary": "fused"}
+
+
+def test_entry_and_exit_converters_give_the_boundary_layout():
+    facts = facts_of("CM306/before.py")  # Falcon-like: merged inside, batch and heads apart at the boundary
+    assert facts["cache_layout"] == "converted" and facts["boundary"] == "standard"
+    assert facts["entry_converter"] == "self._convert_to_rw_cache"
+    assert facts["exit_converter"] == "self._convert_cache_to_standard_format"
+
+
+def test_converters_are_understood_by_what_they_do():
+    info = analyze(cst.parse_module((FIXTURES / "CM306/before.py").read_text()), ERA.cache_names)
+    found = find_converters(info)
+    assert found["_convert_to_rw_cache"].kind == "merge"
+    assert found["_convert_cache_to_standard_format"].kind == "split"
+    # a function that copies the tensors is no converter
+    info = analyze(cst.parse_module((FIXTURES / "CM311/not_a_converter_nomatch.py").read_text()), ERA.cache_names)
+    assert find_converters(info) == {}
+
+
+def test_a_fused_tensor_never_split_is_unknown_and_says_why():
+    layout, _ = layout_of((FIXTURES / "CM302/fused_without_split_nomatch.py").read_text())
+    assert layout.facts == {}
+    assert "`key_value` holds keys and values fused, but is never split" in layout.reason
+
+
+ATTENTION = """
+import torch
+from torch import nn
+
+
+class DuoAttention(nn.Module):
+    def forward(self, hidden_states, layer_past=None, use_cache=False):
+        key = self.k(hidden_states)
+        value = self.v(hidden_states)
+        if layer_past is not None:
+            key = torch.cat((layer_past[0], key), dim={dim})
+            value = torch.cat((layer_past[1], value), dim=-2)
+        return key @ value.transpose(-1, -2), (key, value)
+"""
+
+
+def test_a_positive_axis_on_a_tensor_of_unknown_rank_is_unknown():
+    layout, _ = layout_of(ATTENTION.format(dim=1))
+    assert layout.facts == {}
+    assert "the rank of `key` is not known, so `dim=1`" in layout.reason
+
+
+def test_keys_and_values_in_different_layouts_of_known_axes():
+    layout, _ = layout_of(ATTENTION.format(dim=-1))
+    assert layout.reason is None
+    assert (layout.facts["key_seq"], layout.facts["value_seq"]) == ("-1", "-2")
+
+
+@pytest.mark.parametrize(
+    "layout, heads, into, back",
+    [
+        (TensorLayout(4, -2), None, "x", "x"),
+        (TensorLayout(3, -1, "self.num_heads"), "self.num_heads", "x.unflatten(0, (-1, self.num_heads)).transpose(-1, -2)",
+         "x.transpose(-1, -2).flatten(0, 1).contiguous()"),
+        (TensorLayout(3, -2, "h"), "h", "x.unflatten(0, (-1, h))", "x.flatten(0, 1)"),
+        (TensorLayout(4, -3), None, "x.transpose(1, 2)", "x.transpose(1, 2).contiguous()"),
+        (TensorLayout(4, -4), None, "x.permute(1, 2, 0, 3)", "x.permute(2, 0, 1, 3).contiguous()"),
+        (TensorLayout(None, -1), None, "x.transpose(-1, -2)", "x.transpose(-1, -2).contiguous()"),
+    ],
+)  # fmt: skip
+def test_views_to_the_cache_layout_and_back(layout, heads, into, back):
+    assert to_cache("x", layout, heads) == into
+    assert from_cache("x", layout) == back
+
+
+def test_views_that_need_a_rank_or_heads_the_code_does_not_show():
+    with pytest.raises(Unconvertible):
+        to_cache("x", TensorLayout(None, -3), None)
+    with pytest.raises(Unconvertible):
+        to_cache("x", TensorLayout(3, -2, "self.num_heads"), None)
+
+
+def _load(path: Path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"layout_fixture_{path.parent.name}_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(
+    "rule, variant, attention, sequence_first",
+    [
+        ("CM300", "", "FinchAttention", False),
+        ("CM300", "rw_", "WrenAttention", False),
+        ("CM300", "batch_first_", "TernAttention", False),
+        ("CM300", "sequence_first_", "PloverAttention", True),
+        ("CM302", "", "GannetAttention", False),
+    ],
+)
+def test_views_around_the_update_compute_what_the_concatenation_did(rule, variant, attention, sequence_first):
+    """The attention of ``after`` with a DynamicCache gives, bit for bit and in the same memory order, the outputs
+    and presents of ``before`` with tuples, over a prompt and one cached step."""
+    import types
+
+    torch = pytest.importorskip("torch")
+    from transformers.cache_utils import DynamicCache
+
+    before = getattr(_load(FIXTURES / rule / f"{variant}before.py"), attention)
+    after = getattr(_load(FIXTURES / rule / f"{variant}after.py"), attention)
+    config = types.SimpleNamespace(num_attention_heads=4, hidden_size=32, num_kv_heads=2)
+    torch.manual_seed(0)
+    old, new = before(config), after(config)
+    new.load_state_dict(old.state_dict())
+    new.layer_idx = 0
+    shape = (lambda s: (s, 2, 32)) if sequence_first else (lambda s: (2, s, 32))
+    prompt, step = torch.randn(shape(5)), torch.randn(shape(1))
+    first = old(prompt, None, use_cache=True)
+    second = old(step, first[1], use_cache=True)
+    cache = DynamicCache()
+    new_first = new(prompt, cache, use_cache=True)
+    new_second = new(step, cache, use_cache=True)
+    assert torch.equal(first[0], new_first[0]) and torch.equal(second[0], new_second[0])
+    old_present = second[1] if isinstance(second[1], tuple) else (second[1],)
+    new_present = new_second[1] if isinstance(new_second[1], tuple) else (new_second[1],)
+    for expected, got in zip(old_present, new_present):
+        assert torch.equal(expected, got) and expected.stride() == got.stride()
+
+
+@pytest.mark.parametrize(
+    "fixture, rules",
+    [
+        ("CM306/before.py", {"CM300", "CM306", "CM307", "CM018"}),  # Falcon-like: RW inside, converters at the model
+        ("CM302/before.py", {"CM302", "CM309", "CM310", "CM312"}),  # GPTBigCode-like: fused, a list of presents
+        ("CM304/before.py", {"CM002", "CM304", "CM305", "CM308", "CM018"}),  # MPT-like: len() test, zip loop
+    ],
+)
+def test_a_whole_model_in_each_layout_migrates_and_a_second_run_finds_it_clean(fixture, rules):
+    """The dynamic tier on the small models of the layout fixtures: no diagnostic (a fused file is not asked for
+    the pair layout's return, CM018), and the migrated file is clean (the converters it keeps are no leftovers)."""
+    from cachemigrate.engine import Options, migrate_source
+
+    ruleset = load_ruleset("4.52")
+    result = migrate_source((FIXTURES / fixture).read_text(), ruleset, Options(line_length=119), path=fixture)
+    assert [str(d) for d in result.diagnostics] == []
+    assert result.status == "migrated" and rules <= set(result.applied)
+    again = migrate_source(result.migrated, ruleset, Options(line_length=119), path="migrated.py")
+    assert again.status == "clean" and again.diagnostics == [] and again.migrated == result.migrated
