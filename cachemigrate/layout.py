@@ -35,6 +35,18 @@ _PAIR = compile_statements("""
     {key_out} = torch.cat(({cache}[0], {key}), dim={key_dim})
     {value_out} = torch.cat(({cache}[1], {value}), dim={value_dim})
     """)
+# A flash kernel's layout: the stored past [b, h, s, d] is transposed to [b, s, h, d] for the concatenation (dim 1),
+# and transposed back when it is stored; the cache itself keeps the standard layout (Bark, BART's flash classes).
+_PAIR_KERNEL = compile_statements("""
+    {key_out} = torch.cat(({cache}[0].transpose(1, 2), {key}), dim={key_dim})
+    {value_out} = torch.cat(({cache}[1].transpose(1, 2), {value}), dim={value_dim})
+    """)
+_PAIR_KERNEL_NAMED = compile_statements("""
+    {past_key} = {cache}[0].transpose(1, 2)
+    {past_value} = {cache}[1].transpose(1, 2)
+    {key_out} = torch.cat(({past_key}, {key}), dim={key_dim})
+    {value_out} = torch.cat(({past_value}, {value}), dim={value_dim})
+    """)
 _FUSED = compile_statements("{out} = torch.cat(({cache}, {new}), dim={dim})")
 _SPLIT = compile_statements("{key}, {value} = {fused}.split(({size}, {size}), dim=-1)")
 
@@ -107,7 +119,7 @@ class Layout:
 def attention_layout(function: cst.FunctionDef, views, cache: str, scope_factory) -> Layout:
     """The layout one attention's ``forward`` concatenates its past onto; raises :class:`Unknown`."""
     bound = {"cache": cache}
-    pairs, fused = [], []
+    pairs, fused, kernel = [], [], []
     for block in m.findall(function, m.IndentedBlock()):
         viewed = views.block(block)
         statements = [v.node for v in viewed]
@@ -116,16 +128,27 @@ def attention_layout(function: cst.FunctionDef, views, cache: str, scope_factory
             if found is not None:
                 pairs.append((found, block.body[viewed[index].start]))
                 continue
+            found = match_statements(_PAIR_KERNEL, statements, index, bound) or match_statements(
+                _PAIR_KERNEL_NAMED, statements, index, bound
+            )
+            if found is not None and {_int(found["key_dim"]), _int(found["value_dim"])} <= {1, -3}:
+                kernel.append(found)
+                continue
             found = match_statements(_FUSED, statements, index, bound)
             if found is not None:
                 fused.append((found, block.body[viewed[index].start], block))
-    if pairs and fused or not (pairs or fused):
+    if kernel and not fused:  # the stored past is [b, h, s, d], as the cache keeps it
+        standard = TensorLayout(4, -2)
+        layouts_seen = {Layout("pair", standard, standard)}
+    else:
+        layouts_seen = set()
+    if pairs and fused or not (pairs or fused or kernel):
         what = "both a (key, value) pair and a fused tensor" if pairs else "neither"
         raise Unknown(
             f"the attention concatenates {what} of past keys and values (`torch.cat((past[0], key), dim)` and "
             "`torch.cat((past[1], value), dim)`, or `torch.cat((past, key_value), dim)`)"
         )
-    layouts = set()
+    layouts = layouts_seen
     for found, stmt in pairs:
         tracker = _Tracker(function, stmt, scope_factory())
         key = _tensor(found["key"], found["key_dim"], tracker, "key")

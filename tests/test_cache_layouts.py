@@ -205,3 +205,57 @@ def test_a_whole_model_in_each_layout_migrates_and_a_second_run_finds_it_clean(f
     assert result.status == "migrated" and rules <= set(result.applied)
     again = migrate_source(result.migrated, ruleset, Options(line_length=119), path="migrated.py")
     assert again.status == "clean" and again.diagnostics == [] and again.migrated == result.migrated
+
+
+KERNEL_ATTENTION = """
+import torch
+from torch import nn
+
+
+class Attention(nn.Module):
+    def forward(self, hidden, past_key_value=None, use_cache=False):
+        key, value = self.kv(hidden)
+        if past_key_value is not None:
+{concatenation}
+        present = (key.transpose(1, 2), value.transpose(1, 2)) if use_cache else None
+        return hidden, present
+"""
+
+
+@pytest.mark.parametrize(
+    "concatenation, standard",
+    [
+        (  # the past is stored [b, h, s, d] and moved to a flash kernel's [b, s, h, d] to be concatenated
+            "            key = torch.cat((past_key_value[0].transpose(1, 2), key), dim=1)\n"
+            "            value = torch.cat((past_key_value[1].transpose(1, 2), value), dim=1)",
+            True,
+        ),
+        (
+            "            past_key = past_key_value[0].transpose(1, 2)\n"
+            "            past_value = past_key_value[1].transpose(1, 2)\n"
+            "            key = torch.cat((past_key, key), dim=1)\n"
+            "            value = torch.cat((past_value, value), dim=1)",
+            True,
+        ),
+        (  # transposed, but concatenated on another axis: not the kernel layout, and nothing else it can be
+            "            key = torch.cat((past_key_value[0].transpose(1, 2), key), dim=2)\n"
+            "            value = torch.cat((past_key_value[1].transpose(1, 2), value), dim=2)",
+            False,
+        ),
+    ],
+)
+def test_a_past_moved_to_the_kernel_layout_for_its_concatenation_is_stored_standard(concatenation, standard):
+    """Bark's and BART's flash classes: the cache itself keeps [b, h, s, d] (a file with them migrates)."""
+    from cachemigrate.layout import Unknown, attention_layout
+    from cachemigrate.ranks import RankScope
+
+    code = KERNEL_ATTENTION.replace("{concatenation}", concatenation)
+    info = analyze(cst.parse_module(code), ERA.cache_names)
+    fn = info.functions["Attention.forward"]
+    views = FileViews(info)
+    if standard:
+        layout = attention_layout(fn.node, views.of(fn.qualname), "past_key_value", RankScope)
+        assert layout.form == "pair" and layout.standard
+    else:
+        with pytest.raises(Unknown, match="neither"):
+            attention_layout(fn.node, views.of(fn.qualname), "past_key_value", RankScope)
