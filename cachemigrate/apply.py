@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
-from typing import Callable
 
 import libcst as cst
 import libcst.matchers as m

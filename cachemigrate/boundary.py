@@ -21,7 +21,8 @@ import dataclasses
 import libcst as cst
 import libcst.matchers as m
 
-from .analysis import GUARD_TYPES, ModuleInfo
+from .analysis import ModuleInfo
+from .uses import GUARD_TYPES
 from .conversions import Unconvertible, attention_filters, model_filters
 from .converters import Converter, converter_calls, find_converters
 from .layout import Layout, TensorLayout, Unknown, attention_layout

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Callable, Mapping
 import libcst as cst
 import libcst.matchers as m
 
-from ..analysis import GUARD_TYPES
+from ..uses import GUARD_TYPES
 
 if TYPE_CHECKING:
     from ..schema import Checker, Rule
