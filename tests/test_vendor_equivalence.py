@@ -287,3 +287,22 @@ def test_invert_attention_mask_of_cm441_equals_4_51(model):
         mask3 = torch.stack([padding_mask(rng, batch, keys) for _ in range(2)], dim=1)
         for mask in (mask2, mask3):
             assert same(mine(model, mask), model.invert_attention_mask(mask))
+
+
+def test_torch_float_equals_4_51_outside_and_inside_tracing():
+    """4.x's meaning, which 5.x changed (`float(x)`): an int for a number or a 0-d tensor, a float32 tensor while
+    tracing."""
+    from transformers.utils import generic as ref_generic
+
+    for value in (8**0.5, 3, 7.9, torch.tensor(16.0) ** 0.5):
+        ours, theirs = COMPAT.torch_float(value), ref_generic.torch_float(value)
+        assert type(ours) is type(theirs) and ours == theirs
+
+    def scale(x):
+        return x / COMPAT.torch_float(torch.tensor(x.shape[-1]) ** 0.5)
+
+    def ref_scale(x):
+        return x / ref_generic.torch_float(torch.tensor(x.shape[-1]) ** 0.5)
+
+    x = torch.randn(2, 9, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(torch.jit.trace(scale, x)(x), torch.jit.trace(ref_scale, x)(x))

@@ -27,3 +27,11 @@ def legacy_rope_scaling(config):
             return None
         scaling = {**scaling, "type": scaling["rope_type"]}
     return scaling
+
+
+def torch_float(x):
+    """What transformers 4.x's `torch_float` gave: a float32 tensor while tracing, else `int(x)`. 5.x returns
+    `float(x)` there, which changes what a file that divides by it computes (vendored by cachemigrate)."""
+    import torch
+
+    return x.to(torch.float32) if torch.jit.is_tracing() and isinstance(x, torch.Tensor) else int(x)
