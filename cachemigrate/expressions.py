@@ -10,7 +10,7 @@ from typing import Callable, Mapping
 import libcst as cst
 import libcst.matchers as m
 
-from .ranks import RankScope
+from .ranks import RankScope, int_literal  # noqa: F401 (normalize reads it here)
 
 CONCATENATE = frozenset({"cat", "concat", "concatenate", "stack"})
 
@@ -31,14 +31,6 @@ def rebuild(node: cst.CSTNode, rewrite: Callable[[cst.CSTNode], cst.CSTNode]) ->
     if changes:
         node = node.with_changes(**changes)
     return rewrite(node)
-
-
-def int_literal(node: cst.BaseExpression) -> int | None:
-    if isinstance(node, cst.Integer):
-        return int(node.value)
-    if m.matches(node, m.UnaryOperation(operator=m.Minus(), expression=m.Integer())):
-        return -int(node.expression.value)
-    return None
 
 
 def _integer(value: int) -> cst.BaseExpression:

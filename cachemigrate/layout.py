@@ -29,7 +29,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from .patterns import code_of, compile_statements, match_statements
-from .ranks import RankScope, iter_small_statements
+from .ranks import RankScope, int_literal, iter_small_statements
 
 _PAIR = compile_statements("""
     {key_out} = torch.cat(({cache}[0], {key}), dim={key_dim})
@@ -131,7 +131,7 @@ def attention_layout(function: cst.FunctionDef, views, cache: str, scope_factory
             found = match_statements(_PAIR_KERNEL, statements, index, bound) or match_statements(
                 _PAIR_KERNEL_NAMED, statements, index, bound
             )
-            if found is not None and {_int(found["key_dim"]), _int(found["value_dim"])} <= {1, -3}:
+            if found is not None and {int_literal(found["key_dim"]), int_literal(found["value_dim"])} <= {1, -3}:
                 kernel.append(found)
                 continue
             found = match_statements(_FUSED, statements, index, bound)
@@ -180,7 +180,7 @@ def _split_after(function: cst.FunctionDef, views, fused: str) -> bool:
 
 
 def _tensor(new: cst.CSTNode, dim: cst.CSTNode, tracker: "_Tracker", what: str) -> TensorLayout:
-    axis = _int(dim)
+    axis = int_literal(dim)
     rank = tracker.scope.rank(new) if isinstance(new, cst.BaseExpression) else None
     if axis is None:
         raise Unknown(f"the {what} concatenation's `dim={code_of(dim)}` is not a number")
@@ -202,14 +202,6 @@ def _tensor(new: cst.CSTNode, dim: cst.CSTNode, tracker: "_Tracker", what: str) 
         # heads are split in a helper): a merged batch x heads axis would leave 3
         heads = None
     return TensorLayout(rank, axis, heads)
-
-
-def _int(node: cst.CSTNode) -> int | None:
-    if isinstance(node, cst.Integer):
-        return int(node.value)
-    if m.matches(node, m.UnaryOperation(operator=m.Minus(), expression=m.Integer())):
-        return -int(node.expression.value)
-    return None
 
 
 # --------------------------------------------------------------------------------------------------------------

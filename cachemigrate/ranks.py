@@ -56,7 +56,7 @@ TORCH_KEEPS = frozenset({"dropout", "softmax", "tanh", "relu", "gelu", "sigmoid"
 Lookup = Callable[[str, int], "int | None"]  # (callable name, which returned element) -> rank
 
 
-def _int(node: cst.BaseExpression) -> int | None:
+def int_literal(node: cst.BaseExpression) -> int | None:
     if isinstance(node, cst.Integer):
         return int(node.value)
     if (
@@ -113,7 +113,7 @@ class RankScope:
                     added += 1
                 elif m.matches(index.value, m.Ellipsis()):
                     continue
-                elif _int(index.value) is not None:
+                elif int_literal(index.value) is not None:
                     dropped += 1
                 else:
                     return None  # tensor indexing: the rank depends on the index
@@ -144,8 +144,8 @@ class RankScope:
                 return base - 1 if base is not None and args else None
             if method == "flatten":
                 base = self.rank(receiver)
-                start = _int(args[0].value) if args else 0
-                end = _int(args[1].value) if len(args) > 1 else -1
+                start = int_literal(args[0].value) if args else 0
+                end = int_literal(args[1].value) if len(args) > 1 else -1
                 if base is None or start is None or end is None:
                     return None
                 start, end = start % base, end % base
