@@ -283,23 +283,35 @@ def _edited_to_read(edits, insert, index: int, cache: str, none_safe: bool = Fal
     return False
 
 
-_IMPURE = m.Call() | m.Subscript() | m.Await() | m.Yield() | m.NamedExpr() | m.Lambda() | m.ListComp()
-_IMPURE |= m.SetComp() | m.DictComp() | m.GeneratorExp()
+# what the value of a statement that moves may be made of: names, literals, `... if ... else ...`, `and`/`or`/
+# `not`, `is (not)`, tuple and list displays (and the syntax around them)
+_PLAIN = (
+    cst.Name, cst.Integer, cst.Float, cst.SimpleString, cst.Tuple, cst.List, cst.Element, cst.IfExp,
+    cst.BooleanOperation, cst.And, cst.Or, cst.UnaryOperation, cst.Not, cst.Comparison, cst.ComparisonTarget,
+    cst.Is, cst.IsNot, cst.LeftParen, cst.RightParen, cst.LeftSquareBracket, cst.RightSquareBracket, cst.Comma,
+    cst.BaseParenthesizableWhitespace, cst.TrailingWhitespace, cst.Newline, cst.EmptyLine, cst.Comment,
+)  # fmt: skip
 
 
 def _plain_assignment(stmt: cst.CSTNode) -> set[str] | None:
-    """The targets of ``a = <value>`` (one line, Name targets, a value that calls and indexes nothing: evaluating
-    it later cannot raise or act), else None."""
+    """The targets of ``a = <value>`` (one line, Name targets, a value of names and literals: evaluating it later
+    cannot raise or act, and only rebinding a name can change it), else None."""
     if not isinstance(stmt, cst.SimpleStatementLine):
         return None
     targets: set[str] = set()
     for small in stmt.body:
-        if not isinstance(small, cst.Assign) or m.findall(small.value, _IMPURE):
+        if not isinstance(small, cst.Assign) or not all(isinstance(t.target, cst.Name) for t in small.targets):
             return None
-        if not all(isinstance(t.target, cst.Name) for t in small.targets):
+        if not all(isinstance(node, _PLAIN) for node in _walk(small.value)):
             return None
         targets.update(t.target.value for t in small.targets)
     return targets
+
+
+def _walk(node: cst.CSTNode):
+    yield node
+    for child in node.children:
+        yield from _walk(child)
 
 
 def _move_after_block(edits, insert, reads: list, cache: str, names: list) -> bool:
