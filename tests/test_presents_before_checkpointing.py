@@ -1,0 +1,194 @@
+"""A presents accumulator that starts before gradient checkpointing turns `use_cache` off (bloom's and mpt's order):
+the fresh cache (CM024) waits for the final `use_cache`, and the accumulator, which CM016 makes read the cache,
+moves down below the set-up when nothing it moves over could tell; otherwise the file is refused as before."""
+
+import dataclasses
+import importlib.util
+import textwrap
+import types
+from pathlib import Path
+
+import libcst as cst
+import pytest
+from test_actions import ERA, make_rule, model
+
+from cachemigrate.analysis import analyze
+from cachemigrate.engine import Options, apply_rules, migrate_source
+from cachemigrate.rules import load_ruleset
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "4.52" / "presents_before_checkpointing"
+RULESET = load_ruleset("4.52")
+OPTIONS = Options(line_length=119)
+
+
+def _migrate(path: Path):
+    return migrate_source(path.read_text(), RULESET, OPTIONS, path=path.name)
+
+
+def test_the_dynamic_tier_moves_the_accumulator_below_the_fresh_cache():
+    result = _migrate(FIXTURES / "before.py")
+    assert [str(d) for d in result.diagnostics] == []
+    assert result.status == "migrated"
+    assert result.migrated == (FIXTURES / "after.py").read_text()
+    assert {"CM016", "CM024"} <= set(result.applied)
+
+
+def test_the_migrated_fixture_is_clean_on_a_second_run():
+    after = (FIXTURES / "after.py").read_text()
+    result = migrate_source(after, RULESET, OPTIONS, path="after.py")
+    assert result.status == "clean" and result.migrated == after and result.diagnostics == []
+
+
+@pytest.mark.parametrize("name", ["reads_presents_nomatch.py", "attribute_nomatch.py"])
+def test_an_accumulator_that_cannot_move_leaves_the_file_as_it_was(name):
+    path = FIXTURES / name
+    result = _migrate(path)
+    assert result.status == "failed" and result.migrated == path.read_text()
+    assert any(d.code == "CM024" and "move the `use_cache` assignment up" in d.message for d in result.diagnostics)
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# the mechanism alone: two inline rules, an accumulator rewrite and a set-up waiting for `use_cache`
+# ------------------------------------------------------------------------------------------------------------------
+
+
+def _renamed(rule):
+    """The inline rules all get one id; the mechanism tells rules apart by it."""
+    return dataclasses.replace(rule, id="CM991")
+
+
+SETUP = make_rule(
+    "insert_statements",
+    {
+        "anchor": "after_last_assignment",
+        "after_assignments": ["use_cache"],
+        "template": "if {cache} is None and use_cache:\n    {cache} = DynamicCache()\n",
+    },
+    role="base_model",
+)
+ACCUMULATOR = _renamed(
+    make_rule(
+        "replace_statements",
+        {
+            "patterns": ["{p} = () if {u} else None"],
+            "replacement": "{p} = {cache} if {u} else None",
+        },
+        role="base_model",
+    )
+)
+
+
+def _run(body: str):
+    source = model(textwrap.indent(textwrap.dedent(body), "        "))
+    module = cst.parse_module(source)
+    new, applied, diagnostics = apply_rules(
+        module, analyze(module, ERA.cache_names), [SETUP, ACCUMULATOR], ERA, "inline.py", OPTIONS
+    )
+    return source, new.code, [str(d) for d in diagnostics]
+
+
+TAIL = """\
+for i, (block, layer_past) in enumerate(zip(self.h, past_key_values)):
+    x, present = block(x, layer_past=layer_past)
+return x, presents
+"""
+
+
+def test_statements_move_in_their_order_over_code_that_does_not_see_them():
+    body = "presents = () if use_cache else None\nkept = () if use_cache else None\nx = self.norm(x)\n"
+    source, code, diagnostics = _run(body + "if self.training:\n    use_cache = False\n" + TAIL)
+    assert diagnostics == []
+    expected = """\
+        x = self.norm(x)
+        if self.training:
+            use_cache = False
+        if past_key_values is None and use_cache:
+            past_key_values = DynamicCache()
+        presents = past_key_values if use_cache else None
+        kept = past_key_values if use_cache else None
+        for i,"""
+    assert expected in code
+
+
+@pytest.mark.parametrize(
+    "first, between",
+    [
+        ("presents = () if use_cache else None", "log(presents)"),  # read on the way
+        ("presents = () if use_cache else None", "presents = ()"),  # rebound on the way
+        ("presents = () if use_cache and keep else None", "keep = False"),  # what it reads, rebound on the way
+        ("presents = () if use_cache and keep else None", "for keep in (True,):\n    pass"),
+        ("presents = () if use_cache and keep else None", "with lock() as keep:\n    pass"),
+        ("presents = () if use_cache else None", "past_key_values = trimmed"),  # the cache it would read, rebound
+    ],
+)
+def test_an_accumulator_that_something_on_the_way_could_tell_from_the_original_stays_refused(first, between):
+    source, code, diagnostics = _run(first + "\n" + between + "\nif self.training:\n    use_cache = False\n" + TAIL)
+    assert any("move the `use_cache` assignment up" in d for d in diagnostics), diagnostics
+    assert "DynamicCache()" not in code
+
+
+def test_an_accumulator_whose_value_could_act_stays_refused():
+    """A call, an attribute, an index: evaluated later, it could raise or read something the code on the way
+    changed."""
+    for value in ("f() if use_cache else None", "() if self.use_cache else None", "() if use_cache[0] else None"):
+        rule = _renamed(
+            make_rule(
+                "replace_statements",
+                {"patterns": [f"{{p}} = {value}"], "replacement": "{p} = {cache} if use_cache else None"},
+                role="base_model",
+            )
+        )
+        body = f"presents = {value}\nif self.training:\n    use_cache = False\n" + TAIL
+        source = model(textwrap.indent(body, "        "))
+        module = cst.parse_module(source)
+        _, applied, diagnostics = apply_rules(
+            module, analyze(module, ERA.cache_names), [SETUP, rule], ERA, "inline.py", OPTIONS
+        )
+        assert applied.get("CM991") == 1, value  # the rewrite matched: only the move is refused
+        assert any("move the `use_cache` assignment up" in str(d) for d in diagnostics), value
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# behaviour: the migrated fixture against the original, on a tiny random model
+# ------------------------------------------------------------------------------------------------------------------
+
+
+def _load(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(f"presents_fixture_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.FinchModel
+
+
+def test_the_moved_accumulator_keeps_the_cached_path_and_checkpointing_makes_no_cache(tmp_path):
+    torch = pytest.importorskip("torch")
+    from transformers import PretrainedConfig
+
+    migrated = tmp_path / "after.py"
+    migrated.write_text(_migrate(FIXTURES / "before.py").migrated)
+    config = PretrainedConfig(vocab_size=11, hidden_size=8, num_layers=2, dropout=0.0, use_cache=True)
+    torch.manual_seed(0)
+    old = _load(FIXTURES / "before.py", "before")(config)
+    new = _load(migrated, "after")(config)
+    new.load_state_dict(old.state_dict())
+    ids = torch.randint(0, 11, (2, 5))
+    out, presents = old(ids)
+    new_out, new_presents = new(ids)
+    assert torch.equal(out, new_out)
+    assert isinstance(new_presents, tuple) and len(new_presents) == len(presents) == 2
+    assert all(torch.equal(a, b) for pa, pb in zip(presents, new_presents) for a, b in zip(pa, pb))
+    step = torch.randint(0, 11, (2, 1))
+    assert torch.equal(old(step, presents)[0], new(step, new_presents)[0])
+    # training with checkpointing: use_cache goes off before the fresh cache, so the blocks (run again in the
+    # backward pass) are handed none, and the gradients are the original's
+    grads = []
+    for net in (old, new):
+        net.train()
+        net.gradient_checkpointing_enable()
+        net.zero_grad()
+        hidden, cache = net(ids)
+        hidden.square().mean().backward()
+        grads.append([p.grad.clone() for p in net.parameters()])
+        if net is new:
+            assert cache is None  # no cache was made, none is handed back
+    assert all(torch.equal(a, b) for a, b in zip(*grads))
