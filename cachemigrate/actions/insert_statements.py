@@ -20,7 +20,11 @@ its captures fill the template. A value computed from the cache late in the func
 instead (before other rules' edits make the cache change in between).
 
 Blocks anchored ``before_first_use`` or ``after_last_assignment`` also precede the statements that OTHER rules
-make read the cache (see :meth:`InsertStatements.finalize`).
+make read the cache (see :meth:`InsertStatements.finalize`). Where such a statement comes before the last
+assignment of an ``after_assignments`` name (bloom's ``presents = () if use_cache else None`` above the
+gradient-checkpointing ``use_cache = False``), an ``after_last_assignment`` block stays after the assignment and
+the statement moves down below it, if it is a plain assignment nothing in between can tell from the original
+(:func:`_move_after_block`); otherwise the rule reports it and the file is left as it is.
 """
 
 from __future__ import annotations
@@ -325,8 +329,10 @@ def _move_after_block(edits, insert, reads: list, cache: str, names: list) -> bo
     from ..edits import Resolve
 
     body, dry = insert.block.body, Resolve({})
-    last = max(i for i in range(reads[0], insert.index) if any(_assigns(body[i], n) for n in names))
-    moving = [i for i in reads if i < last]
+    last = max((i for i in range(reads[0], insert.index) if any(_assigns(body[i], n) for n in names)), default=None)
+    if last is None or reads[-1] > last:
+        return False  # nothing to wait for; or a read the block must precede sits after the last assignment
+    moving = reads
     splices = []
     for index in moving:
         targets = _plain_assignment(body[index])
