@@ -141,7 +141,9 @@ def probe_matrix(rows: list[Row], version: str, checks: list[str]) -> list[str]:
     skips = sorted({(c, d) for r in probed if r.probe.checks for c, (s, d) in r.probe.checks.items() if s == "skip"})
     lines += [
         "",
-        '✓ pass, – skipped (does not apply), ✗ fail, E error, S set-up error: the original itself cannot run the check on the tiny model, so the check does not apply (a file whose probe compared nothing counts as "could not run").',
+        "✓ pass, – skipped (does not apply), ✗ fail, E error, S set-up error: the original itself cannot run the "
+        "check on the tiny model, so the check does not apply (a file whose probe compared nothing counts as "
+        '"could not run").',
     ]
     if notes:
         lines += ["", "Checks that did not pass or skip:", "", *notes]
