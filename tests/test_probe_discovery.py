@@ -104,3 +104,68 @@ def test_a_head_that_no_config_builds_reports_the_error_of_its_declared_config()
     del module.DecoderConfig.__init__  # the decoder config loses its vocab_size too
     with pytest.raises(AttributeError, match="WholeConfig"):
         discover(module)
+
+
+def _multimodal_module(name: str) -> types.ModuleType:
+    """A file with a picture-and-text head (fewer forward parameters, but it needs ``pixel_values``) and a text
+    decoder head built from its own text config class."""
+    from torch import nn
+
+    class TextConfig(transformers.PretrainedConfig):
+        model_type = "cm_text"
+
+        def __init__(self, vocab_size=1000, hidden_size=64, **kwargs):
+            self.vocab_size, self.hidden_size = vocab_size, hidden_size
+            super().__init__(**kwargs)
+
+    class WholeConfig(transformers.PretrainedConfig):
+        model_type = "cm_picture"
+        sub_configs = {"text_config": TextConfig}
+
+        def __init__(self, text_config=None, **kwargs):
+            self.text_config = TextConfig(**(text_config or {}))
+            super().__init__(**kwargs)
+
+    class PreTrained(transformers.PreTrainedModel):
+        config_class = WholeConfig
+
+    class TextForCausalLM(PreTrained, transformers.GenerationMixin):
+        config_class = TextConfig
+
+        def __init__(self, config):
+            super().__init__(config)
+            self.embed = nn.Embedding(config.vocab_size, config.hidden_size)
+
+        def forward(
+            self, input_ids=None, attention_mask=None, image_embeds=None, past_key_values=None, use_cache=None
+        ):
+            return self.embed(input_ids)
+
+    class ForPictureToText(PreTrained, transformers.GenerationMixin):
+        def __init__(self, config):
+            super().__init__(config)
+            self.text_model = TextForCausalLM(config.text_config)
+
+        def forward(self, pixel_values=None, input_ids=None, past_key_values=None, use_cache=None):
+            if pixel_values is None:
+                raise ValueError("You have to specify `pixel_values`")
+            return self.text_model(input_ids)
+
+    module = types.ModuleType(name)
+    for cls in (TextConfig, WholeConfig, PreTrained, TextForCausalLM, ForPictureToText):
+        cls.__module__ = name
+        setattr(module, cls.__name__, cls)
+    return module
+
+
+def test_a_head_that_needs_more_than_tokens_gives_way_to_the_text_decoder_of_the_file():
+    module = _multimodal_module("cm_toy_picture")
+    classes = discover(module)
+    assert classes.head_class is module.TextForCausalLM and classes.config_class is module.TextConfig
+
+
+def test_when_no_head_runs_on_tokens_alone_the_one_with_fewest_parameters_is_reported():
+    module = _multimodal_module("cm_toy_picture_only")
+    del module.TextForCausalLM
+    classes = discover(module)
+    assert classes.head_class is module.ForPictureToText

@@ -11,7 +11,7 @@ import copy
 import inspect
 from dataclasses import dataclass
 
-from .tiny import tiny_config
+from .tiny import tiny_config, vocab_of
 
 
 @dataclass
@@ -95,6 +95,32 @@ def _head_config(head) -> tuple[type, object]:
     raise first
 
 
+def _runs_on_tokens(model) -> None:
+    """One tiny forward on ``input_ids`` alone, without a cache (raises when the model needs more)."""
+    import torch
+
+    tokens = torch.randint(1, max(2, vocab_of(model.config) - 1), (1, 3), generator=torch.Generator().manual_seed(0))
+    extra = {"use_cache": False} if "use_cache" in _forward_params(type(model)) else {}
+    with torch.no_grad():
+        model.eval()(input_ids=tokens, **extra)
+
+
+def _text_head(causal: list[type]) -> type:
+    """The causal head to drive: the one with the fewest forward parameters that a tiny config builds and that
+    runs on ``input_ids`` alone. A multimodal head that needs ``pixel_values`` (Kosmos-2's
+    ``Kosmos2ForConditionalGeneration``) gives way to the text decoder of the same file, built from its own config
+    class (``Kosmos2TextForCausalLM``, ``Kosmos2TextConfig``). When none runs, the first, so that its error is the
+    one reported."""
+    ordered = sorted(causal, key=lambda c: len(_forward_params(c)))
+    for cls in ordered:
+        try:
+            _runs_on_tokens(_head_config(cls)[1])
+        except Exception:  # noqa: BLE001 - this head needs more than tokens: try the next one
+            continue
+        return cls
+    return ordered[0]
+
+
 def discover(module) -> ModelClasses:
     """Find the config class, the causal-LM head (if any) and the base model of a modeling module."""
     from torch import nn
@@ -108,7 +134,7 @@ def discover(module) -> ModelClasses:
     heads = [c for c in with_past if _is_generation_head(c)]
     seq2seq = [c for c in heads if "decoder_input_ids" in _forward_params(c)]
     causal = [c for c in heads if c not in seq2seq]
-    head = min(causal, key=lambda c: len(_forward_params(c))) if causal else None
+    head = _text_head(causal) if causal else None
     seq2seq_head = min(seq2seq, key=lambda c: len(_forward_params(c))) if seq2seq else None
     if head is not None or seq2seq_head is not None:
         config_class, model = _head_config(head or seq2seq_head)
