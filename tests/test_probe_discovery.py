@@ -169,3 +169,54 @@ def test_when_no_head_runs_on_tokens_alone_the_one_with_fewest_parameters_is_rep
     del module.TextForCausalLM
     classes = discover(module)
     assert classes.head_class is module.ForPictureToText
+
+
+def _token_module(name: str) -> types.ModuleType:
+    """A base model (no head) whose forward calls its token ids ``trajectories``."""
+    from torch import nn
+
+    class Config(transformers.PretrainedConfig):
+        model_type = "cm_tokens"
+
+        def __init__(self, vocab_size=1000, hidden_size=64, num_layers=3, **kwargs):
+            self.vocab_size, self.hidden_size, self.num_layers = vocab_size, hidden_size, num_layers
+            super().__init__(**kwargs)
+
+    class PreTrained(transformers.PreTrainedModel):
+        config_class = Config
+
+    class Model(PreTrained):
+        def __init__(self, config):
+            super().__init__(config)
+            self.embed = nn.Embedding(config.vocab_size, config.hidden_size)
+            self.blocks = nn.ModuleList(nn.Linear(config.hidden_size, config.hidden_size) for _ in range(2))
+
+        def forward(self, trajectories=None, past_key_values=None, use_cache=None):
+            hidden = self.embed(trajectories)
+            for block in self.blocks:
+                hidden = block(hidden)
+            return hidden
+
+    module = types.ModuleType(name)
+    for cls in (Config, PreTrained, Model):
+        cls.__module__ = name
+        setattr(module, cls.__name__, cls)
+    return module
+
+
+def test_a_forward_that_names_its_token_ids_otherwise_is_driven_through_input_ids_on_both_sides():
+    import inspect
+
+    import torch
+
+    original, migrated = _token_module("cm_toy_tokens_original"), _token_module("cm_toy_tokens_migrated")
+    classes = discover(original)
+    assert classes.base_class.__name__ == "Model" and issubclass(classes.base_class, original.Model)
+    assert list(inspect.signature(classes.base_class.forward).parameters)[1] == "input_ids"
+    other = matching_classes(classes, migrated)
+    assert issubclass(other.base_class, migrated.Model) and other.base_class is not migrated.Model
+    model = classes.base_class(tiny_config(classes.config_class)).eval()
+    tokens = torch.tensor([[1, 2, 3]])
+    plain = original.Model.forward(model, trajectories=tokens)
+    assert torch.equal(model(input_ids=tokens), plain) and torch.equal(model(tokens), plain)
+    assert set(model.state_dict()) == set(original.Model(model.config).state_dict())
