@@ -41,15 +41,19 @@ def first_step_diagnostics(
 ) -> list[Diagnostic]:
     """One diagnostic per statement of a generation hook of ``new_module`` that still tells the first step by
     the absence of a past, located in the original file."""
-    hooks = [
+    hooks = [  # the classes that define a hook, and the hooks defined at the top (idefics's helper)
         stmt
         for stmt in new_module.body
         if isinstance(stmt, cst.ClassDef)
         and any(isinstance(s, cst.FunctionDef) and s.name.value in GENERATION_HOOKS for s in stmt.body.body)
+        or isinstance(stmt, cst.FunctionDef)
+        and stmt.name.value in GENERATION_HOOKS
     ]
     if not hooks:
         return []
-    after = analyze(cst.Module(body=hooks), era.cache_names)
+    # parsed again: the rewritten tree can hold one node object in several places (a filled template's `{cache}`),
+    # and the analysis finds each use's statement through its parent
+    after = analyze(cst.parse_module(new_module.with_changes(body=hooks).code), era.cache_names)
     originals: dict[tuple, list] = {}
     for use in _presence_tests(before):
         originals.setdefault((use.function, use.statement), []).append(use)

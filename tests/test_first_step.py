@@ -114,3 +114,17 @@ def test_a_hook_that_reads_the_past_length_keeps_working_with_the_rewrite():
     original, migrated = _hook(FULL.read_text()), _hook(result.migrated)
     input_ids = torch.arange(10).view(2, 5)
     assert _same(original(None, input_ids), migrated(None, input_ids, past_key_values=cache_utils.DynamicCache()))
+
+
+def test_a_hook_defined_at_the_top_of_the_file_is_audited_too():
+    """Idefics (4.35.2) defines `prepare_inputs_for_generation` as a module function that its head calls."""
+    hook = HOOKS["is_not_none"].replace(
+        "    def prepare_inputs_for_generation(self, ", "def prepare_inputs_for_generation("
+    )
+    hook = "\n".join(line[4:] if line.startswith("    ") else line for line in hook.splitlines()) + "\n"
+    source = FULL.read_text() + "\n\n" + hook
+    ruleset = RuleSet(RULESET.era, tuple(r for r in RULESET.rules if r.id not in ("CM103", "CM104")))
+    result = migrate_source(source, ruleset, OPTIONS, path="toy.py")
+    assert result.status == "failed"
+    assert any("prepare_inputs_for_generation tells the first" in d.message for d in result.diagnostics)
+    assert migrate_source(source, RULESET, OPTIONS, path="toy.py").status == "migrated"
