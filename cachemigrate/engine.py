@@ -27,6 +27,7 @@ from .edits import Plan
 from .converters import find_converters
 from .excerpts import source_line
 from .imports import IMPORTS_RULE
+from .first_step import first_step_diagnostics
 from .leftovers import edited_functions, edited_tops, leftover_diagnostics, unbound_names
 from .outside import explain as explain_outside
 from .planning import plan_rules
@@ -261,6 +262,7 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
         )
         return done("error", diags=[Diagnostic(path, line, column, codes.REGION_VIOLATION, message)])
     found.extend(leftover_diagnostics(before, new_module, edited, functions, era, path, locate, converters))
+    found.extend(first_step_diagnostics(before, new_module, era, path, locate))
     found.extend(removed_uses(module, new_module, era, path, locate))
     applied = {rule: count for rule, count in matched.items()}
     if found:

@@ -104,3 +104,119 @@ def test_a_head_that_no_config_builds_reports_the_error_of_its_declared_config()
     del module.DecoderConfig.__init__  # the decoder config loses its vocab_size too
     with pytest.raises(AttributeError, match="WholeConfig"):
         discover(module)
+
+
+def _multimodal_module(name: str) -> types.ModuleType:
+    """A file with a picture-and-text head (fewer forward parameters, but it needs ``pixel_values``) and a text
+    decoder head built from its own text config class."""
+    from torch import nn
+
+    class TextConfig(transformers.PretrainedConfig):
+        model_type = "cm_text"
+
+        def __init__(self, vocab_size=1000, hidden_size=64, **kwargs):
+            self.vocab_size, self.hidden_size = vocab_size, hidden_size
+            super().__init__(**kwargs)
+
+    class WholeConfig(transformers.PretrainedConfig):
+        model_type = "cm_picture"
+        sub_configs = {"text_config": TextConfig}
+
+        def __init__(self, text_config=None, **kwargs):
+            self.text_config = TextConfig(**(text_config or {}))
+            super().__init__(**kwargs)
+
+    class PreTrained(transformers.PreTrainedModel):
+        config_class = WholeConfig
+
+    class TextForCausalLM(PreTrained, transformers.GenerationMixin):
+        config_class = TextConfig
+
+        def __init__(self, config):
+            super().__init__(config)
+            self.embed = nn.Embedding(config.vocab_size, config.hidden_size)
+
+        def forward(
+            self, input_ids=None, attention_mask=None, image_embeds=None, past_key_values=None, use_cache=None
+        ):
+            return self.embed(input_ids)
+
+    class ForPictureToText(PreTrained, transformers.GenerationMixin):
+        def __init__(self, config):
+            super().__init__(config)
+            self.text_model = TextForCausalLM(config.text_config)
+
+        def forward(self, pixel_values=None, input_ids=None, past_key_values=None, use_cache=None):
+            if pixel_values is None:
+                raise ValueError("You have to specify `pixel_values`")
+            return self.text_model(input_ids)
+
+    module = types.ModuleType(name)
+    for cls in (TextConfig, WholeConfig, PreTrained, TextForCausalLM, ForPictureToText):
+        cls.__module__ = name
+        setattr(module, cls.__name__, cls)
+    return module
+
+
+def test_a_head_that_needs_more_than_tokens_gives_way_to_the_text_decoder_of_the_file():
+    module = _multimodal_module("cm_toy_picture")
+    classes = discover(module)
+    assert classes.head_class is module.TextForCausalLM and classes.config_class is module.TextConfig
+
+
+def test_when_no_head_runs_on_tokens_alone_the_one_with_fewest_parameters_is_reported():
+    module = _multimodal_module("cm_toy_picture_only")
+    del module.TextForCausalLM
+    classes = discover(module)
+    assert classes.head_class is module.ForPictureToText
+
+
+def _token_module(name: str) -> types.ModuleType:
+    """A base model (no head) whose forward calls its token ids ``trajectories``."""
+    from torch import nn
+
+    class Config(transformers.PretrainedConfig):
+        model_type = "cm_tokens"
+
+        def __init__(self, vocab_size=1000, hidden_size=64, num_layers=3, **kwargs):
+            self.vocab_size, self.hidden_size, self.num_layers = vocab_size, hidden_size, num_layers
+            super().__init__(**kwargs)
+
+    class PreTrained(transformers.PreTrainedModel):
+        config_class = Config
+
+    class Model(PreTrained):
+        def __init__(self, config):
+            super().__init__(config)
+            self.embed = nn.Embedding(config.vocab_size, config.hidden_size)
+            self.blocks = nn.ModuleList(nn.Linear(config.hidden_size, config.hidden_size) for _ in range(2))
+
+        def forward(self, trajectories=None, past_key_values=None, use_cache=None):
+            hidden = self.embed(trajectories)
+            for block in self.blocks:
+                hidden = block(hidden)
+            return hidden
+
+    module = types.ModuleType(name)
+    for cls in (Config, PreTrained, Model):
+        cls.__module__ = name
+        setattr(module, cls.__name__, cls)
+    return module
+
+
+def test_a_forward_that_names_its_token_ids_otherwise_is_driven_through_input_ids_on_both_sides():
+    import inspect
+
+    import torch
+
+    original, migrated = _token_module("cm_toy_tokens_original"), _token_module("cm_toy_tokens_migrated")
+    classes = discover(original)
+    assert classes.base_class.__name__ == "Model" and issubclass(classes.base_class, original.Model)
+    assert list(inspect.signature(classes.base_class.forward).parameters)[1] == "input_ids"
+    other = matching_classes(classes, migrated)
+    assert issubclass(other.base_class, migrated.Model) and other.base_class is not migrated.Model
+    model = classes.base_class(tiny_config(classes.config_class)).eval()
+    tokens = torch.tensor([[1, 2, 3]])
+    plain = original.Model.forward(model, trajectories=tokens)
+    assert torch.equal(model(input_ids=tokens), plain) and torch.equal(model(tokens), plain)
+    assert set(model.state_dict()) == set(original.Model(model.config).state_dict())

@@ -206,3 +206,10 @@ def test_probe_runs_on_a_moss_style_remote_code_folder(tmp_path):
         tmp_path / "original" / "modeling_moss.py", tmp_path / "migrated" / "modeling_moss.py", checks=checks
     )
     assert {r.name: r.status for r in results} == dict.fromkeys(checks, "pass"), [(r.name, r.detail) for r in results]
+
+
+def test_a_block_count_named_layers_is_shrunk_but_a_list_of_layer_settings_is_not():
+    from cachemigrate.probe.tiny import tiny_overrides
+
+    assert tiny_overrides({"layers": 24})["layers"] < 24
+    assert tiny_overrides({"layers": ["full", "sliding"]})["layers"] == ["full", "sliding"]

@@ -88,7 +88,9 @@ def _needs_transformers_package(path: Path, source: str) -> bool:
 
 
 def guess_transformers_package(path) -> str:
-    """``modeling_gpt2.py`` -> ``transformers.models.gpt2``; trailing ``_suffix`` parts are dropped until one exists."""
+    """``modeling_gpt2.py`` -> ``transformers.models.gpt2``; trailing ``_suffix`` parts are dropped until one exists.
+    Models the library retired live in ``transformers.models.deprecated.<name>`` (their relative imports climb one
+    level more): tried after ``transformers.models``, or first for a file that sits in a ``deprecated`` folder."""
     path = Path(path)
     match = re.fullmatch(r"modeling_(\w+)", path.stem)
     if not match:
@@ -97,9 +99,11 @@ def guess_transformers_package(path) -> str:
             "modeling_<name>.py; pass package='transformers.models.<name>'"
         )
     parts = match.group(1).split("_")
+    roots = ["transformers.models.", "transformers.models.deprecated."]
+    if path.resolve().parent.parent.name == "deprecated":
+        roots.reverse()
     tried = []
-    for end in range(len(parts), 0, -1):
-        candidate = "transformers.models." + "_".join(parts[:end])
+    for candidate in (root + "_".join(parts[:end]) for root in roots for end in range(len(parts), 0, -1)):
         tried.append(candidate)
         try:
             if importlib.util.find_spec(candidate) is not None:

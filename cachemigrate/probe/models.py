@@ -11,7 +11,7 @@ import copy
 import inspect
 from dataclasses import dataclass
 
-from .tiny import tiny_config
+from .tiny import tiny_config, vocab_of
 
 
 @dataclass
@@ -95,6 +95,54 @@ def _head_config(head) -> tuple[type, object]:
     raise first
 
 
+def _runs_on_tokens(model) -> None:
+    """One tiny forward on ``input_ids`` alone, without a cache (raises when the model needs more)."""
+    import torch
+
+    tokens = torch.randint(1, max(2, vocab_of(model.config) - 1), (1, 3), generator=torch.Generator().manual_seed(0))
+    extra = {"use_cache": False} if "use_cache" in _forward_params(type(model)) else {}
+    with torch.no_grad():
+        model.eval()(input_ids=tokens, **extra)
+
+
+def _text_head(causal: list[type]) -> type:
+    """The causal head to drive: the one with the fewest forward parameters that a tiny config builds and that
+    runs on ``input_ids`` alone. A multimodal head that needs ``pixel_values`` (Kosmos-2's
+    ``Kosmos2ForConditionalGeneration``) gives way to the text decoder of the same file, built from its own config
+    class (``Kosmos2TextForCausalLM``, ``Kosmos2TextConfig``). When none runs, the first, so that its error is the
+    one reported."""
+    ordered = sorted(causal, key=lambda c: len(_forward_params(c)))
+    for cls in ordered:
+        try:
+            _runs_on_tokens(_head_config(cls)[1])
+        except Exception:  # noqa: BLE001 - this head needs more than tokens: try the next one
+            continue
+        return cls
+    return ordered[0]
+
+
+def with_input_ids(cls) -> type:
+    """``cls``, or when its forward names its token ids otherwise (``TrajectoryTransformerModel.forward(self,
+    trajectories, past_key_values, ...)``), a subclass of the same name whose forward takes them as ``input_ids``
+    (by keyword or, as before, first by position): every check calls the model with ``input_ids=``. The weights,
+    the other parameters and the code that runs are the class's own; both sides of a probe get the same adapter."""
+    params = _forward_params(cls)
+    if "input_ids" in params or not params or params[0] in ("past_key_values", "attention_mask"):
+        return cls
+    first, run = params[0], cls.forward
+    signature = inspect.signature(run)
+    renamed = [p.replace(name="input_ids") if p.name == first else p for p in signature.parameters.values()]
+
+    def forward(self, *args, input_ids=None, **kwargs):
+        if input_ids is not None:
+            kwargs[first] = input_ids
+        return run(self, *args, **kwargs)
+
+    forward.__signature__ = signature.replace(parameters=renamed)
+    namespace = {"forward": forward, "__module__": cls.__module__, "__qualname__": cls.__qualname__}
+    return type(cls.__name__, (cls,), namespace)
+
+
 def discover(module) -> ModelClasses:
     """Find the config class, the causal-LM head (if any) and the base model of a modeling module."""
     from torch import nn
@@ -108,7 +156,7 @@ def discover(module) -> ModelClasses:
     heads = [c for c in with_past if _is_generation_head(c)]
     seq2seq = [c for c in heads if "decoder_input_ids" in _forward_params(c)]
     causal = [c for c in heads if c not in seq2seq]
-    head = min(causal, key=lambda c: len(_forward_params(c))) if causal else None
+    head = _text_head(causal) if causal else None
     seq2seq_head = min(seq2seq, key=lambda c: len(_forward_params(c))) if seq2seq else None
     if head is not None or seq2seq_head is not None:
         config_class, model = _head_config(head or seq2seq_head)
@@ -116,7 +164,7 @@ def discover(module) -> ModelClasses:
     for cls in with_past:
         model = cls(tiny_config(config_class))
         if model.base_model is model and any(isinstance(m, nn.ModuleList) for m in model.children()):
-            return ModelClasses(config_class, None, cls, module.__name__)
+            return ModelClasses(config_class, None, with_input_ids(cls), module.__name__)
     raise LookupError(f"{module.__name__}: no base model with a ModuleList of blocks and a past_key_values argument")
 
 
@@ -125,6 +173,7 @@ def matching_classes(original: ModelClasses, module) -> ModelClasses:
     try:
         head = getattr(module, original.head_class.__name__) if original.head_class else None
         base = getattr(module, original.base_class.__name__)
+        base = base if head else with_input_ids(base)
         seq2seq = getattr(module, original.seq2seq_class.__name__) if original.seq2seq_class else None
         named = [c for c in _config_candidates(head or base) if c.__name__ == original.config_class.__name__]
         return ModelClasses(named[0] if named else base.config_class, head, base, module.__name__, seq2seq)

@@ -105,6 +105,8 @@ RULES = (
         + ("num_decoder_layers",),
         _const(LAYERS),
     ),
+    # Kosmos-2's text config counts its blocks in `layers`; only a count is shrunk (not a list of layer settings)
+    Rule(("layers",), lambda old, sizes: LAYERS if isinstance(old, int) and not isinstance(old, bool) else old),
     Rule(WIDTH_NAMES + ("word_embed_proj_dim",), _const(WIDTH)),  # OPT projects embeddings of this width
     Rule(HEAD_NAMES, _const(HEADS)),
     Rule(HEAD_DIM_NAMES, lambda old, sizes: sizes.head_dim),
