@@ -107,3 +107,16 @@ def test_a_probe_that_cannot_run_is_not_counted_as_a_divergence():
     line = summary(rows, families, ["9.9.9"])[-1]
     # files, migrated, passing, diverged, could not run, refused, internal error
     assert line.split("|")[3:10] == [" 5 ", " 4 ", " 1 ", " 1 ", " 2 ", " 1 ", " 0 "]
+
+
+def test_a_check_the_original_cannot_run_does_not_apply_but_a_probe_that_compared_nothing_proves_nothing():
+    compared = ProbeOutcome({"logits_no_cache": ("pass", ""), "encoder_decoder_model": ("setup-error", "both raise")})
+    nothing = ProbeOutcome({"logits_no_cache": ("setup-error", "both raise"), "sdpa": ("skip", "no sdpa")})
+    only_skips = ProbeOutcome({"sdpa": ("skip", "no sdpa")})
+    diverged = ProbeOutcome({"logits_no_cache": ("pass", ""), "generate_greedy": ("fail", "tokens differ")})
+    assert [p.verdict for p in (compared, nothing, only_skips, diverged)] == [
+        "pass",
+        "setup-error",
+        "setup-error",
+        "diverged",
+    ]

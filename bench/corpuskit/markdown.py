@@ -46,7 +46,7 @@ def _cell(text: str) -> str:
 
 def summary(rows: list[Row], families: dict[str, Family], versions: list[str]) -> list[str]:
     lines = [
-        "| release | family | tuple-cache files | migrated | probe passes every check | migrated, probe diverged | "
+        "| release | family | tuple-cache files | migrated | probe passes every applicable check | migrated, probe diverged | "
         "migrated, probe could not run | refused with a diagnostic | internal error |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
@@ -139,7 +139,12 @@ def probe_matrix(rows: list[Row], version: str, checks: list[str]) -> list[str]:
                 notes.append(f"- `{name}` {check}: {status}: {_cell(detail)}")
         lines.append(f"| `{name}` | " + " | ".join(cells) + " |")
     skips = sorted({(c, d) for r in probed if r.probe.checks for c, (s, d) in r.probe.checks.items() if s == "skip"})
-    lines += ["", "✓ pass, – skipped (does not apply), ✗ fail, E error, S set-up error (cannot run on the original)."]
+    lines += [
+        "",
+        "✓ pass, – skipped (does not apply), ✗ fail, E error, S set-up error: the original itself cannot run the "
+        "check on the tiny model, so the check does not apply (a file whose probe compared nothing counts as "
+        '"could not run").',
+    ]
     if notes:
         lines += ["", "Checks that did not pass or skip:", "", *notes]
     if skips:

@@ -28,13 +28,18 @@ class ProbeOutcome:
 
     @property
     def verdict(self) -> str:
-        """pass (every check passed or does not apply), diverged, setup-error, or the error."""
+        """pass, diverged, setup-error, or error.
+
+        pass: at least one check compared the two files and passed, and every other check passed or does not
+        apply. A check that does not apply is a skip, or a set-up error: the ORIGINAL itself cannot run that check
+        on the tiny model (both files raise the same error), so there is nothing to compare. setup-error: no check
+        compared anything."""
         if self.error:
             return "error"
         statuses = {status for status, _ in self.checks.values()}
         if statuses & {"fail", "error"}:
             return "diverged"
-        if "setup-error" in statuses:
+        if "pass" not in statuses:
             return "setup-error"
         return "pass"
 
