@@ -147,6 +147,27 @@ def probe(original: Path, migrated: Path, name: str, runtime: str, rtol: float, 
     }
 
 
+def grid(rows: list[dict]) -> str:
+    """One line per file, one column per target and runtime: passed/skipped checks and the verdict."""
+    columns = list(dict.fromkeys((row["era"], row["runtime"]) for row in rows))
+    header = "| file | " + " | ".join(f"`{era}` on {runtime}" for era, runtime in columns) + " |"
+    lines = [header, "|---" * (len(columns) + 1) + "|"]
+    for name in dict.fromkeys(row["name"] for row in rows):
+        cells = []
+        for column in columns:
+            row = next((r for r in rows if (r["era"], r["runtime"]) == column and r["name"] == name), None)
+            p = (row or {}).get("probe") or {}
+            if row is None:
+                cells.append("-")
+            elif not p:
+                cells.append(row["status"])
+            else:
+                counts = p.get("counts") or {}
+                cells.append(f"{p['verdict']} ({counts.get('pass', 0)}/{counts.get('skip', 0)})")
+        lines.append(f"| {name} ({FILES[name]}) | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def markdown(rows: list[dict]) -> str:
     lines = [
         "| target | runtime | file | migrate | checks | asked-for checks | largest logit diff |",
@@ -208,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:
             args.json.write_text(json.dumps(rows, indent=1))
         if args.markdown:
-            args.markdown.write_text(markdown(rows))
+            args.markdown.write_text(grid(rows) + "\n" + markdown(rows))
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)
     passed = sum(1 for r in rows if (r.get("probe") or {}).get("verdict") == "pass")
