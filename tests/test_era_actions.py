@@ -293,3 +293,38 @@ def test_add_method_if_used_adds_the_method_where_the_name_is_used():
 def test_add_method_if_used_adds_nothing_where_unused_or_defined(source):
     new, applied, _ = run(source, ADD)
     assert applied == {} and new == source
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# insert_statements with with_parameters
+# ------------------------------------------------------------------------------------------------------------------
+
+RESET = make_rule(
+    "insert_statements",
+    {"anchor": "function_start", "with_parameters": ["position_ids"], "template": "position_ids = None\n"},
+    functions=["prepare"],
+)
+
+
+@pytest.mark.parametrize(
+    "signature", ["self, ids, position_ids=None", "self, ids, *, position_ids=None", "self, ids, *position_ids"]
+)
+def test_insert_with_parameters_inserts_where_the_function_takes_them(signature):
+    source = f'class A:\n    def prepare({signature}):\n        """Doc."""\n        return ids\n'
+    new, applied, _ = run(source, RESET)
+    assert applied == {"CM990": 1}
+    assert new == source.replace('"""Doc."""\n', '"""Doc."""\n        position_ids = None\n')
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # a local of that name is no parameter
+        "class A:\n    def prepare(self, ids, **kwargs):\n        position_ids = kwargs.get('position_ids')\n"
+        "        return position_ids\n",
+        "class A:\n    def prepare(self, ids):\n        return ids\n",
+    ],
+)
+def test_insert_with_parameters_leaves_functions_without_them(source):
+    new, applied, _ = run(source, RESET)
+    assert applied == {} and new == source

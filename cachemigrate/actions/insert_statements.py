@@ -14,6 +14,9 @@ Anchors:
                         (``use_cache = False`` under gradient checkpointing, say), and after the block of the rule
                         ``after_rule`` if it is in the same function
 
+``with_parameters`` (names) makes the insertion conditional: only in functions that take every one of them as a
+parameter (a block that resets ``position_ids`` where the function has such a parameter, say).
+
 ``moves`` (a statement template) makes the insertion conditional: it happens only in functions where exactly one
 top-level statement matches, whose targets nothing else in the function assigns; that statement is removed and
 its captures fill the template. A value computed from the cache late in the function is computed at the anchor
@@ -43,12 +46,17 @@ def _assigns(stmt: cst.CSTNode, name: str) -> bool:
     return bool(m.findall(stmt, m.AssignTarget(m.Name(name)) | m.AugAssign(target=m.Name(name))))
 
 
-def _binds(function: cst.FunctionDef, name: str) -> bool:
-    """``name`` is a parameter of the function or assigned somewhere in its body."""
+def _takes(function: cst.FunctionDef, name: str) -> bool:
+    """``name`` is a parameter of the function (positional, keyword-only, or ``*name`` / ``**name``)."""
     params = function.params
     every = [*params.posonly_params, *params.params, *params.kwonly_params]
     every += [p for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)]
-    if any(p.name.value == name for p in every):
+    return any(p.name.value == name for p in every)
+
+
+def _binds(function: cst.FunctionDef, name: str) -> bool:
+    """``name`` is a parameter of the function or assigned somewhere in its body."""
+    if _takes(function, name):
         return True
     binders = m.findall(function.body, m.AssignTarget() | m.AugAssign() | m.AnnAssign() | m.For() | m.NamedExpr())
     return any(m.findall(b.target, m.Name(name)) for b in binders) or any(
@@ -77,6 +85,7 @@ class InsertStatements(Action):
         "after_assignments": (list, False, "names that must be assigned before the inserted block"),
         "after_rule": (str, False, "a rule whose inserted block, in the same function, must come first"),
         "moves": (str, False, "a statement template: insert only where one statement matches, and remove it"),
+        "with_parameters": (list, False, "parameter names: insert only in functions that take all of them"),
     }
 
     @classmethod
@@ -148,6 +157,8 @@ class _Planner(Planner):
         action: InsertStatements = self.action
         bound = self.bound()
         body = list(node.body.body)
+        if not all(_takes(node, name) for name in action.param("with_parameters", [])):
+            return
         moved = None
         if action.param("moves"):
             moved = self._moved(node, body, bound)
