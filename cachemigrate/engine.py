@@ -28,6 +28,7 @@ from .converters import find_converters
 from .excerpts import source_line
 from .imports import IMPORTS_RULE
 from .leftovers import edited_functions, edited_tops, leftover_diagnostics, unbound_names
+from .outside import explain as explain_outside
 from .planning import plan_rules
 from .reach import unreachable_cache
 from .removed import removed_uses
@@ -217,8 +218,12 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
                     column,
                     codes.NO_ROLES,
                     f"`{first.variable}` is used as a tuple cache (`{first.idiom}` in "
-                    f"`{source_line(module.code, line)}`), but no attention/block/model structure using it was "
-                    "recognised; the file was left unchanged",
+                    f"`{source_line(module.code, line)}`), but "
+                    + (
+                        explain_outside(module, before, first)
+                        or "no attention/block/model structure using it was recognised"
+                    )
+                    + "; the file was left unchanged",
                 )
             ],
         )

@@ -93,3 +93,64 @@ def test_source_line_cuts_long_lines_at_a_word_and_keeps_hashes_in_strings():
     long = source_line(code, 2)
     assert len(long) <= 100 and long.endswith(" …") and long.startswith("y = value + value")
     assert source_line(code, 9) == ""
+
+
+HEAD_OVER_LIBRARY_MODEL = textwrap.dedent("""
+    from torch import nn
+    from transformers import GPT2Model, GPT2PreTrainedModel
+
+
+    class SpeechHead(GPT2PreTrainedModel):
+        def __init__(self, config):
+            super().__init__(config)
+            self.transformer = GPT2Model(config)
+            self.out = nn.Linear(config.n_embd, config.vocab_size)
+
+        def forward(self, input_ids=None, past_key_values=None, use_cache=None):
+            out = self.transformer(input_ids, past_key_values=past_key_values, use_cache=use_cache)
+            return self.out(out[0]), out[1]
+
+        @staticmethod
+        def _reorder_cache(past_key_values, beam_idx):
+            return tuple(tuple(p.index_select(0, beam_idx) for p in layer) for layer in past_key_values)
+""")
+
+MONKEYPATCH = textwrap.dedent("""
+    import torch
+    from transformers.models.gpt2 import modeling_gpt2
+
+
+    def fast_forward(self, hidden_states, layer_past=None, use_cache=False):
+        key = value = hidden_states
+        if layer_past is not None:
+            key = torch.cat((layer_past[0], key), dim=-2)
+            value = torch.cat((layer_past[1], value), dim=-2)
+        return hidden_states, (key, value) if use_cache else None
+
+
+    modeling_gpt2.GPT2Attention.forward = fast_forward
+""")
+
+
+def test_a_head_over_an_in_library_model_is_refused_with_what_to_port_by_hand(ruleset_452):
+    result = _migrate(HEAD_OVER_LIBRARY_MODEL, ruleset_452)
+    assert result.status == "failed" and result.migrated == HEAD_OVER_LIBRARY_MODEL
+    [diagnostic] = result.diagnostics
+    assert diagnostic.code == "CM903"
+    assert "SpeechHead subclasses `GPT2PreTrainedModel` of the installed transformers" in diagnostic.message
+    assert "port `SpeechHead._reorder_cache` by hand" in diagnostic.message
+    assert not any(word in diagnostic.message for word in JARGON)
+
+
+def test_a_monkeypatched_forward_is_refused_naming_the_library_attribute_it_replaces(ruleset_452):
+    result = _migrate(MONKEYPATCH, ruleset_452)
+    assert result.status == "failed" and result.migrated == MONKEYPATCH
+    [diagnostic] = result.diagnostics
+    assert diagnostic.code == "CM903"
+    assert "fast_forward is assigned to `modeling_gpt2.GPT2Attention.forward`" in diagnostic.message
+
+
+def test_tuple_code_in_a_plain_function_that_patches_nothing_keeps_the_generic_diagnostic(ruleset_452):
+    code = MONKEYPATCH.replace("modeling_gpt2.GPT2Attention.forward = fast_forward\n", "")
+    [diagnostic] = _migrate(code, ruleset_452).diagnostics
+    assert diagnostic.code == "CM903" and "no attention/block/model structure" in diagnostic.message

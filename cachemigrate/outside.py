@@ -1,0 +1,63 @@
+"""Why a file with tuple-cache code has no attention, block or model of its own: the code it changes lives in the
+installed transformers. Two shapes are common in the wild, and neither can be migrated from the file alone:
+
+- a head over an in-library model (TTS stacks: ``class MelHead(GPT2PreTrainedModel)`` around ``GPT2Model``): on
+  releases where the library model takes a Cache, generate() hands the head a Cache from the first step, so the
+  head's ``if past_key_values:`` and tuple ``_reorder_cache`` must be ported to that release's generate();
+- a monkeypatch (``modeling_gpt2.GPT2Attention.forward = my_forward``): the function replaces library code whose
+  signature and cache changes with the release.
+
+:func:`explain` names the shape, so that the diagnostic says what to do instead of "no structure was recognised".
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+import libcst.matchers as m
+
+from .analysis import ModuleInfo
+from .uses import CacheUse
+
+
+def _library_base(bases: list[str], classes: dict) -> str | None:
+    """A base the file does not define, named as transformers names its pretrained-model classes."""
+    for base in bases:
+        if base not in classes and base.rsplit(".", 1)[-1].endswith("PreTrainedModel"):
+            return base
+    return None
+
+
+def _patched_attribute(module: cst.Module, function: str) -> str | None:
+    """``X.forward`` when the module assigns the top-level function ``function`` to an attribute."""
+    for stmt in module.body:
+        for assign in m.findall(stmt, m.Assign(value=m.Name(function))):
+            for target in assign.targets:
+                if isinstance(target.target, cst.Attribute):
+                    return module.code_for_node(target.target)
+    return None
+
+
+def explain(module: cst.Module, info: ModuleInfo, use: CacheUse) -> str | None:
+    """What the tuple use ``use`` belongs to, when it is one of the shapes above; None otherwise."""
+    owner = use.function.split(".", 1)[0]
+    cls = info.classes.get(owner)
+    if cls is not None and "." in use.function:
+        base = _library_base(cls.bases, info.classes)
+        if base:
+            return (
+                f"{owner} subclasses `{base}` of the installed transformers and wraps its model; cachemigrate "
+                "migrates models whose attention and layers are in the file, not heads over a library model. On "
+                "releases where that model takes a Cache, generate() passes this head a Cache from the first step: "
+                f'port `{use.function}` by hand (a Cache\'s truth value is not "has a past"; use '
+                "`past_key_values.get_seq_length()` and `Cache.reorder_cache`), or migrate a copy of the model's file "
+                "together with it"
+            )
+    if "." not in use.function:
+        patched = _patched_attribute(module, use.function)
+        if patched:
+            return (
+                f"the function {use.function} is assigned to `{patched}`: a monkeypatch of library code, whose "
+                "signature and cache change with the release; port it by hand to the `forward` of the installed "
+                "transformers, or copy the patched class into the file so that it can be migrated with its model"
+            )
+    return None
