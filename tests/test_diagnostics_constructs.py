@@ -87,7 +87,8 @@ def _migrate(code, ruleset):
 
 def test_a_past_between_other_tensors_is_one_diagnostic_at_the_concatenation(ruleset_452):
     code = _code(MIDDLE_CAT).replace(
-        "        for i, past in enumerate(pasts):", "        for i in range(len(self.blocks)):\n            past = pasts"
+        "        for i, past in enumerate(pasts):",
+        "        for i in range(len(self.blocks)):\n            past = pasts",
     )
     code = code.replace("            pasts = tuple(tuple(part.split(1, dim=0)) for part in pasts)\n", "")
     result = _migrate(code, ruleset_452)
