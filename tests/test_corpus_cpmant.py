@@ -48,7 +48,7 @@ def migrated(tmp_path_factory):
 def test_cpmant_migrates_and_is_then_clean(migrated):
     ruleset, _, target, result = migrated
     assert result.status == "migrated", [str(d) for d in result.diagnostics]
-    assert {"CM023", "CM103", "CM104"} <= set(result.applied)
+    assert {"CM023", "CM105", "CM106"} <= set(result.applied)
     assert "past_key_values=past_key_values," in result.migrated  # each layer gets the whole cache
     assert "tuple([None] * self.encoder.num_layers)" not in result.migrated
     again = migrate_source(result.migrated, ruleset, Options(line_length=119), path=str(target))
