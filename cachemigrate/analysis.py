@@ -201,8 +201,10 @@ class _Structure:
         )
         appended = self._appended(init)
         module_list_of = m.Attribute(attr=m.Name("ModuleList")) | m.Name("ModuleList")
-        filled = m.Call(func=module_list_of, args=[]) | m.Call(
-            func=module_list_of, args=[m.Arg(m.SaveMatchedNode(m.Name(), "list"))]
+        filled = (
+            m.Call(func=module_list_of, args=[])
+            | m.Call(func=module_list_of, args=[m.Arg(m.List([]))])  # `nn.ModuleList([])`: empty too
+            | m.Call(func=module_list_of, args=[m.Arg(m.SaveMatchedNode(m.Name(), "list"))])
         )
         for assign in m.findall(init, m.Assign(targets=[self_attr])):
             target = m.extract(assign.targets[0], self_attr)

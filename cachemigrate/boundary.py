@@ -40,6 +40,7 @@ class FileLayout:
     filters: dict = dataclasses.field(default_factory=dict)  # "|name" -> callable, for the templates' fill
     predicates: dict = dataclasses.field(default_factory=dict)  # "?name" -> test of a capture, for patterns
     reason: str | None = None  # why there are no layout facts
+    explained: bool = False  # the reason is a construct the legacy audit names at its own line
     converters: dict[str, Converter] = dataclasses.field(default_factory=dict)
     boundary_rank: int | None = None  # rank of a boundary tensor, for the views of heads
 
@@ -63,6 +64,7 @@ def file_layout(info: ModuleInfo, views, presents: str | None) -> FileLayout:
             make(cst.Name("x"))
     except (Unknown, Unconvertible) as exc:
         result.reason = str(exc)
+        result.explained = getattr(exc, "explained", False)
         return result
     facts = {"form": inside.form, "cache_layout": _kind(inside), "boundary": _kind(boundary)}
     if inside.form == "pair":
@@ -92,7 +94,7 @@ def _inside(info: ModuleInfo, views) -> Layout:
             scope = lambda fn=fn: RankScope(lookup=views.oracle.lookup(fn.cls))  # noqa: E731
             layout = attention_layout(fn.node, views.of(fn.qualname), fn.cache_params[0], scope)
         except Unknown as exc:
-            raise Unknown(f"in {fn.qualname}, {exc}") from None
+            raise Unknown(f"in {fn.qualname}, {exc}", exc.explained) from None
         found.setdefault(layout, []).append(name)
     if not found:
         raise Unknown("no attention concatenates a past")

@@ -28,6 +28,7 @@ from typing import Iterable
 import libcst as cst
 import libcst.matchers as m
 
+from .leftover_reasons import between_others
 from .patterns import code_of, compile_statements, match_statements
 from .ranks import RankScope, int_literal, iter_small_statements
 
@@ -55,7 +56,12 @@ KEEPS_LAYOUT |= frozenset({"detach"})
 
 
 class Unknown(Exception):
-    """The code does not show the layout; the message says what is missing, for users."""
+    """The code does not show the layout; the message says what is missing, for users. ``explained``: the cause is
+    a construct that the legacy audit names itself, at its own line (:mod:`cachemigrate.leftover_reasons`)."""
+
+    def __init__(self, message: str, explained: bool = False) -> None:
+        super().__init__(message)
+        self.explained = explained
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,7 +152,8 @@ def attention_layout(function: cst.FunctionDef, views, cache: str, scope_factory
         what = "both a (key, value) pair and a fused tensor" if pairs else "neither"
         raise Unknown(
             f"the attention concatenates {what} of past keys and values (`torch.cat((past[0], key), dim)` and "
-            "`torch.cat((past[1], value), dim)`, or `torch.cat((past, key_value), dim)`)"
+            "`torch.cat((past[1], value), dim)`, or `torch.cat((past, key_value), dim)`)",
+            explained=not pairs and bool(between_others(function, {cache})),  # the past between other tensors
         )
     layouts = layouts_seen
     for found, stmt in pairs:

@@ -14,6 +14,7 @@ from .converters import Converter
 from .diagnostics import Diagnostic
 from .edits import Plan
 from .excerpts import source_line
+from .leftover_reasons import between_others, construct_key, explain
 from .names import newly_unbound
 from .schema import Era
 
@@ -106,20 +107,31 @@ def leftover_diagnostics(
     code = locate.module.code
     # one diagnostic per statement (a statement reading `past[0]` and `past[1]` is one construct)
     grouped: dict[tuple, list] = {}
+    middle = {
+        name: between_others(fn.node, fn.cache_names or set(fn.cache_params)) for name, fn in before.functions.items()
+    }
     for use in [*kept, *(u for q in reanalysed for u in leftovers(after.functions[q]))]:
         matches = originals.get((use.function, use.statement, use.idiom))
-        if matches:
-            line, column = locate(matches.pop(0).node)
+        node = matches.pop(0).node if matches else None
+        if node is not None:
+            line, column = locate(node)
         else:
             fn = before.functions.get(use.function)
             line, column = locate(fn.node if fn else None)
-        grouped.setdefault((use.function, use.statement), []).append((line, column, use))
+        key = construct_key(before.functions.get(use.function), use, node, middle.get(use.function, set()))
+        grouped.setdefault((use.function, key), []).append((line, column, use, node))
     result = []
     for (function, _), uses in grouped.items():
-        line, column, first = min(uses, key=lambda found: found[:2])
-        idioms = list(dict.fromkeys(f"`{use.idiom}`" for _, _, use in sorted(uses, key=lambda found: found[:2])))
+        line, column, first, node = min(uses, key=lambda found: found[:2])
+        idioms = list(dict.fromkeys(f"`{use[2].idiom}`" for use in sorted(uses, key=lambda found: found[:2])))
         excerpt = source_line(code, line)
         where = f" in `{excerpt}`" if excerpt else ""
+        known = explain(
+            before.functions.get(function), first, node, middle.get(function, set()), where, idioms, locate
+        )
+        if known is not None:
+            result.append(Diagnostic(path, line, column, codes.UNKNOWN_IDIOM, known))
+            continue
         if first.kind == "pass":
             what = (
                 f"`{first.variable}` is handed to `{first.idiom}`, which converts legacy tuples only, in {function}"

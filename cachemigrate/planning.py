@@ -64,6 +64,8 @@ def plan_rules(
                 undetermined.update(missing)
                 if layout.reason and any(fact in ENGINE_FACTS for fact in missing):  # one unknown layout, said once
                     undetermined.update(ENGINE_FACTS)
+                    if layout.explained:  # said by the legacy audit, at the construct itself (its uses stay)
+                        continue
                 where = locate(info.functions[sorted(functions)[0]].node)
                 why = _why_unknown(missing, layout.reason)
                 found.append(_not_applied(rule, path, where, f"cannot tell how it applies: {why}"))

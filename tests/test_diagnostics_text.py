@@ -75,14 +75,14 @@ def test_a_use_inside_a_long_call_quotes_the_one_line_it_is_on(ruleset_452):
                 for i, block in enumerate(self.h):
                     hidden_states, _ = block(
                         hidden_states,  # the states
-                        layer_past=past_key_values[i] if past_key_values else None,  # one layer
+                        layer_past=past_key_values[i] if past_key_values else (),  # one layer
                     )
                 return hidden_states
         """)
     result = _migrate(code, ruleset_452)
     assert result.status == "failed" and result.migrated == code
     [diagnostic] = [d for d in result.diagnostics if d.code != "CM901"]
-    assert "in `layer_past=past_key_values[i] if past_key_values else None,`" in diagnostic.message
+    assert "in `layer_past=past_key_values[i] if past_key_values else (),`" in diagnostic.message
     assert "\n" not in diagnostic.message and "hidden_states," not in diagnostic.message
     assert code.splitlines()[diagnostic.line - 1].strip().startswith("layer_past=past_key_values[i]")
 

@@ -221,8 +221,13 @@ class _Planner(Planner):
             return max(max(assigning, default=start - 1) + 1, start)
         if anchor == "after_loop":
             layers = bound.get("layers")
-            for index, stmt in enumerate(body):
-                if isinstance(stmt, cst.For) and layers and _mentions(stmt.iter, layers):
+            loops = [i for i, stmt in enumerate(body) if isinstance(stmt, cst.For) and layers]
+            for index in loops:
+                if _mentions(body[index].iter, layers):
+                    return index + 1
+            # a loop over something else that calls the blocks by index (`self.blocks[layer](...)`): the block loop
+            for index in loops:
+                if _mentions(body[index].body, layers):
                     return index + 1
             return None
         cache = bound["cache"]

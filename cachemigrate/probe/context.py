@@ -7,6 +7,7 @@ from .compare import past
 from .compare import one_line
 from .models import ModelClasses, build_original, build_pair
 from .seq2seq import build_cross_pair, cross_targets, decoder_changes, encoder_states
+from .steps import refeeds_whole_sequence
 from .tiny import tiny_config, vocab_of
 
 PROMPT_LEN = 5
@@ -38,6 +39,7 @@ class Probe:
         self.vocab_size = vocab_of(tiny_config(original.config_class, settings=self.settings))
         self._pairs: dict = {}
         self._buildable: dict = {}
+        self._refeeds: bool | None = None
 
     def control(self, side: str) -> "Probe":
         """A probe that compares one side's file with itself ("original" or "migrated"): what that file does alone."""
@@ -108,9 +110,23 @@ class Probe:
         return torch.randint(1, self.vocab_size - 1, (batch, length), generator=generator)
 
     def prompt_and_steps(self, salt: int = 0):
-        """A batch-2 prompt of PROMPT_LEN tokens and STEPS single-token continuations."""
+        """A batch-2 prompt of PROMPT_LEN tokens and STEPS continuations: each the next token alone, or, for a model
+        that is handed the whole sequence on every step (:attr:`refeeds`), the sequence up to that token."""
         tokens = self.ids(2, PROMPT_LEN + STEPS, salt)
+        if self.refeeds:
+            return tokens[:, :PROMPT_LEN], [tokens[:, : PROMPT_LEN + i + 1] for i in range(STEPS)]
         return tokens[:, :PROMPT_LEN], [tokens[:, PROMPT_LEN + i :][:, :1] for i in range(STEPS)]
+
+    @property
+    def refeeds(self) -> bool:
+        """The original model takes the whole sequence again on a cached step (see :mod:`.steps`)."""
+        if self._refeeds is None:
+            try:
+                original, _ = self.pair()
+            except Exception:  # noqa: BLE001 - the checks report why no model could be built
+                return False
+            self._refeeds = refeeds_whole_sequence(original, self.ids(2, PROMPT_LEN + 1, salt=11))
+        return self._refeeds
 
     def original_past(self, model, prompt):
         """The ORIGINAL model's returned past for ``prompt`` (legacy layout)."""
