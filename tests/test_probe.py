@@ -409,7 +409,9 @@ def test_musicgen_copy_runs_its_generate_training_and_seq2seq_checks(tmp_path):
         "cross_tuple_stepwise": "pass",
     }, describe(list(results.values()))
     assert "greedy but not 3 beams" in results["generate_beam"].detail
-    assert "seq2seq MusicgenForConditionalGeneration: 5 + 3 steps bit-identical" in results["cross_tuple_stepwise"].detail
+    assert (
+        "seq2seq MusicgenForConditionalGeneration: 5 + 3 steps bit-identical" in results["cross_tuple_stepwise"].detail
+    )
 
 
 def test_a_migrated_head_that_rejects_labels_the_original_takes_fails_gradient_checkpointing(tmp_path):
