@@ -459,6 +459,34 @@ def test_insert_statements_after_the_block_loop_only():
     )
 
 
+@pytest.mark.parametrize(
+    "loop, block, inserted",
+    [
+        ("for i in range(self.config.n_layer):", "self.h[i]", True),  # BLIP's text encoder, the Q-Formers
+        ("for i in range(self.config.n_layer):", "self.h[0]", False),  # not indexed by the loop variable
+        ("for i in range(self.config.n_layer):", "self.heads[i]", False),  # another module list
+    ],
+)
+def test_insert_statements_after_a_range_loop_that_indexes_the_blocks(loop, block, inserted):
+    rule = make_rule("insert_statements", {"anchor": "after_loop", "template": "done = {layers}"}, role="base_model")
+    body = MODEL_BODY.replace(
+        "        for i, (block, layer_past) in enumerate(zip(self.h, past_key_values)):\n",
+        f"        {loop}\n            block, layer_past = {block}, past_key_values[i]\n",
+    )
+    source = model(body)
+    code, changes, _ = run(source, rule)
+    if not inserted:
+        assert changes == 0 and code == source
+        return
+    assert changes == 1
+    only_change(
+        source,
+        code,
+        "                presents = presents + (present,)\n",
+        "                presents = presents + (present,)\n        done = self.h\n",
+    )
+
+
 # ------------------------------------------------------------------------------------------------------------------
 # add_parameter
 # ------------------------------------------------------------------------------------------------------------------

@@ -61,6 +61,22 @@ def _mentions(expression: cst.CSTNode, code: str) -> bool:
     return any(code_of(node) == code for node in m.findall(expression, m.Name() | m.Attribute()))
 
 
+def _loops_over(loop: cst.For, layers: str) -> bool:
+    """``for block in self.h:`` (the iterable mentions the layers), or ``for i in range(n):`` whose body reads
+    ``self.h[i]`` with the loop variable (BLIP's text encoder and the Q-Formers)."""
+    if _mentions(loop.iter, layers):
+        return True
+    if not isinstance(loop.target, cst.Name):
+        return False
+    index = loop.target.value
+    for node in m.findall(loop.body, m.Subscript()):
+        if code_of(node.value) == layers and len(node.slice) == 1:
+            part = node.slice[0].slice
+            if isinstance(part, cst.Index) and m.matches(part.value, m.Name(index)):
+                return True
+    return False
+
+
 def _is_docstring(stmt: cst.CSTNode) -> bool:
     return m.matches(stmt, m.SimpleStatementLine(body=[m.Expr(m.SimpleString() | m.ConcatenatedString())]))
 
@@ -204,7 +220,7 @@ class _Planner(Planner):
         if anchor == "after_loop":
             layers = bound.get("layers")
             for index, stmt in enumerate(body):
-                if isinstance(stmt, cst.For) and layers and _mentions(stmt.iter, layers):
+                if isinstance(stmt, cst.For) and layers and _loops_over(stmt, layers):
                     return index + 1
             return None
         cache = bound["cache"]
