@@ -39,6 +39,22 @@ def _assigns(stmt: cst.CSTNode, name: str) -> bool:
     return bool(m.findall(stmt, m.AssignTarget(m.Name(name)) | m.AugAssign(target=m.Name(name))))
 
 
+def _late_assignment(stmt: cst.CSTNode, name: str, cache: str, first_read: str, locate) -> tuple:
+    """(the last assignment of ``name`` in ``stmt``, the words of the diagnostic that says where it is and why the
+    cache set-up cannot go before it)."""
+    found = m.findall(stmt, m.AssignTarget(m.Name(name)) | m.AugAssign(target=m.Name(name)))
+    node = found[-1]
+    line = locate(node)[0]
+    inside = " inside the loop over the blocks" if isinstance(stmt, cst.For) else ""
+    words = (
+        f"`{name}` is assigned at line {line}{inside}, after {first_read}; the cache "
+        f"set-up must come after the last assignment of `{name}` (gradient checkpointing turns caching off there: a "
+        "cache made before would be updated again when the checkpointed blocks run a second time in the backward "
+        f"pass) and before the first read of `{cache}`; move that assignment before the loop, as BART's decoder does"
+    )
+    return node, words
+
+
 def _binds(function: cst.FunctionDef, name: str) -> bool:
     """``name`` is a parameter of the function or assigned somewhere in its body."""
     params = function.params
@@ -132,13 +148,11 @@ class InsertStatements(Action):
                 continue
             first = reads[0]
             for name in self.param("after_assignments", []):
-                if any(_assigns(stmt, name) for stmt in body[first : insert.index]):
-                    self.ctx.error(
-                        self.rule,
-                        function,
-                        f"cannot insert the cache set-up in {function}: another rule makes an earlier statement "
-                        f"read `{cache}`, before `{name}` is assigned; move the `{name}` assignment up",
-                    )
+                late = [stmt for stmt in body[first : insert.index] if _assigns(stmt, name)]
+                if late:
+                    read = f"line {self.ctx.locate(body[first])[0]}, which the migration makes read `{cache}`"
+                    node, words = _late_assignment(late[-1], name, cache, read, self.ctx.locate)
+                    self.ctx.error(self.rule, function, f"cannot insert the cache set-up in {function}: {words}", node)
                     self.edits.remove(insert)
                     break
             else:
@@ -237,11 +251,22 @@ class _Planner(Planner):
                 return None  # the block reads a name the function lacks (an attention with no cross flag)
             late = next((i for i, s in enumerate(body) if _assigns(s, name)), None)
             if late is not None and late >= first_use:
+                if not isinstance(body[late], cst.For):  # a plain late assignment: the message says so
+                    self.ctx.error(
+                        action.rule,
+                        self.current_function,
+                        f"cannot insert the cache set-up in {self.current_function}: `{cache}` is read before "
+                        f"`{name}` is assigned, and the set-up needs both; move the `{name}` assignment up",
+                    )
+                    return None
+                last = max(i for i, s in enumerate(body) if _assigns(s, name))
+                read = f"the statement at line {self.ctx.locate(body[first_use])[0]}, which reads `{cache}`"
+                where, words = _late_assignment(body[last], name, cache, read, self.ctx.locate)
                 self.ctx.error(
                     action.rule,
                     self.current_function,
-                    f"cannot insert the cache set-up in {self.current_function}: `{cache}` is read before "
-                    f"`{name}` is assigned, and the set-up needs both; move the `{name}` assignment up",
+                    f"cannot insert the cache set-up in {self.current_function}: {words}",
+                    where,
                 )
                 return None
         return first_use
