@@ -26,34 +26,6 @@ class ThreadLayerIdx(Action):
     def planner(self) -> Planner:
         return _Planner(self)
 
-    def plan(self, module: cst.Module):
-        edits = super().plan(module)
-        if edits:
-            self._refuse_attentions_built_again()
-        return edits
-
-    def _refuse_attentions_built_again(self) -> None:
-        """An attention built outside ``__init__`` (BigBird's ``set_attention_type`` rebuilds ``self.self``) gets
-        no layer index from the constructors: its ``cache.update(..., self.layer_idx)`` would get None. Refused."""
-        name = self.param("name", "layer_idx")
-        roles = self.ctx.info.roles
-        attention = set(roles["attention"])
-        for owner in [*roles["attention"], *roles["block"], *roles["base_model"]]:
-            for method, fn in self.ctx.info.classes[owner].methods.items():
-                if method == "__init__":
-                    continue
-                for call in m.findall(fn.node, m.Call()):
-                    if code_of(call.func) in attention and not _has_keyword(call, name):
-                        self.ctx.error(
-                            self.rule,
-                            fn.qualname,
-                            f"cannot give every attention its layer index: {fn.qualname} builds "
-                            f"{code_of(call.func)}(...) outside `__init__`, without `{name}`, and the cache needs "
-                            f"each layer's index; pass `{name}=self.{name}` there (stored in `__init__`), or build "
-                            "the attention only in `__init__`",
-                            call,
-                        )
-
 
 def _with_keyword(call: cst.Call, name: str, value: cst.BaseExpression) -> cst.Call:
     """``call`` with ``name=value`` appended, following the call's layout."""
