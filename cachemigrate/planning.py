@@ -90,7 +90,7 @@ def plan_rules(
         if edits:
             matched[rule.id] = action.changes or len(edits)
             imports.extend(name for name in rule.imports if name not in imports)
-        elif rule.required and functions:
+        elif rule.required and functions and not action.ctx.diagnostics:  # a rule that said why is not said twice
             where = locate(info.functions[sorted(functions)[0]].node)
             found.append(
                 _not_applied(rule, path, where, f"found nothing to rewrite in {', '.join(sorted(functions))}")

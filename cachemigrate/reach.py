@@ -9,6 +9,9 @@ nothing a migration could change in what the model does, and nothing the probe c
 
 from __future__ import annotations
 
+import libcst as cst
+import libcst.matchers as m
+
 from .analysis import ModuleInfo
 
 PRETRAINED = "PreTrainedModel"
@@ -38,6 +41,15 @@ def unreachable_cache(info: ModuleInfo) -> list[str]:
     models = model_classes(info)
     for name in models:
         forward = info.classes[name].methods.get("forward")
-        if forward is not None and (forward.cache_params or forward.has_var_kwargs):
+        if forward is not None and (forward.cache_params or _reads_var_kwargs(forward.node)):
             return []
     return models
+
+
+def _reads_var_kwargs(function) -> bool:
+    """The forward takes ``**kwargs`` and its body reads them (hands them on, or looks into them): a cache could come
+    in that way. ``**kwargs`` that the body never names (TAPAS's masked-LM head) drop whatever is passed."""
+    star = function.params.star_kwarg
+    if not isinstance(star, cst.Param):
+        return False
+    return bool(m.findall(function.body, m.Name(star.name.value)))

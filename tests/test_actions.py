@@ -439,10 +439,47 @@ def test_insert_statements_reports_a_variable_assigned_after_the_first_use():
     source = model(body)
     code, changes, diagnostics = run(source, SETUP)
     assert changes == 0 and code == source
+    line = source.splitlines().index(
+        "            use_cache = use_cache if use_cache is not None else self.config.use_cache"
+    )
+    assert len(diagnostics) == 1
+    assert diagnostics[0].startswith(f"inline.py:{line + 1}:13: CM990 ")  # at the assignment, inside the loop
+    assert f"`use_cache` is assigned at line {line + 1} inside the loop over the blocks" in diagnostics[0]
+
+
+def test_insert_statements_reports_a_variable_assigned_after_the_first_use_outside_a_loop():
+    body = MODEL_BODY.replace(
+        "        use_cache = use_cache if use_cache is not None else self.config.use_cache\n", ""
+    )
+    body = body.replace("        return x, presents\n", "        use_cache = None\n        return x, presents\n")
+    source = model(body)
+    code, changes, diagnostics = run(source, SETUP)
+    assert changes == 0 and code == source
     line = source.splitlines().index("    def forward(self, x, past_key_values=None, use_cache=None):") + 1
     assert len(diagnostics) == 1
     assert diagnostics[0].startswith(f"inline.py:{line}:5: CM990 ")
     assert "`past_key_values` is read before `use_cache` is assigned" in diagnostics[0]
+
+
+def test_insert_statements_reports_a_variable_assigned_inside_the_block_loop_once_at_the_assignment():
+    """The Q-Formers and BROS turn caching off inside the loop, under gradient checkpointing: one diagnostic, at
+    the assignment, that says where and why; a required rule that said why is not reported again as CM901."""
+    body = MODEL_BODY.replace(
+        "            x, present = block(x, layer_past=layer_past)\n",
+        "            if self.training:\n                use_cache = False\n"
+        "            x, present = block(x, layer_past=layer_past)\n",
+    )
+    body = body.replace("        use_cache = use_cache if use_cache is not None else self.config.use_cache\n", "")
+    source = model(body)
+    required = make_rule("insert_statements", SETUP.params, role="base_model", required=True)
+    code, changes, diagnostics = run(source, required)
+    assert changes == 0 and code == source
+    line = source.splitlines().index("                use_cache = False") + 1
+    loop = source.splitlines().index("        for i, (block, layer_past) in enumerate(zip(self.h, past_key_values)):")
+    assert len(diagnostics) == 1, diagnostics
+    assert diagnostics[0].startswith(f"inline.py:{line}:17: CM990 ")
+    assert f"`use_cache` is assigned at line {line} inside the loop over the blocks" in diagnostics[0]
+    assert f"after the statement at line {loop + 1}, which reads `past_key_values`" in diagnostics[0]
 
 
 def test_insert_statements_after_the_block_loop_only():
@@ -450,6 +487,34 @@ def test_insert_statements_after_the_block_loop_only():
     body = "        for norm in self.heads:\n            x = norm(x)\n" + MODEL_BODY
     source = model(body)
     code, changes, _ = run(source, rule)
+    assert changes == 1
+    only_change(
+        source,
+        code,
+        "                presents = presents + (present,)\n",
+        "                presents = presents + (present,)\n        done = self.h\n",
+    )
+
+
+@pytest.mark.parametrize(
+    "loop, block, inserted",
+    [
+        ("for i in range(self.config.n_layer):", "self.h[i]", True),  # BLIP's text encoder, the Q-Formers
+        ("for i in range(self.config.n_layer):", "self.h[0]", False),  # not indexed by the loop variable
+        ("for i in range(self.config.n_layer):", "self.heads[i]", False),  # another module list
+    ],
+)
+def test_insert_statements_after_a_range_loop_that_indexes_the_blocks(loop, block, inserted):
+    rule = make_rule("insert_statements", {"anchor": "after_loop", "template": "done = {layers}"}, role="base_model")
+    body = MODEL_BODY.replace(
+        "        for i, (block, layer_past) in enumerate(zip(self.h, past_key_values)):\n",
+        f"        {loop}\n            block, layer_past = {block}, past_key_values[i]\n",
+    )
+    source = model(body)
+    code, changes, _ = run(source, rule)
+    if not inserted:
+        assert changes == 0 and code == source
+        return
     assert changes == 1
     only_change(
         source,

@@ -120,3 +120,43 @@ def test_a_check_the_original_cannot_run_does_not_apply_but_a_probe_that_compare
         "setup-error",
         "diverged",
     ]
+
+
+def test_unreachable_cache_code_has_a_row_and_the_encoder_decoder_goal_counts_it_apart():
+    from corpuskit.markdown import goal_lines, render
+
+    def row(name: str, status: str, probe: ProbeOutcome | None, diagnostics=()) -> Row:
+        migration = Migration("9.9.9", f"models/{name}/modeling_{name}.py", name, status, False, [], list(diagnostics))
+        return Row(migration, "mine", probe)
+
+    unreachable = row("c", "clean", None, ["3:5 CM299 cache code not reachable: ..."])
+    untouched = Migration("9.9.9", "models/d/modeling_d.py", "d", "clean", False, [], [])  # no cache at all
+    assert unreachable.migration.tuple_cache and not untouched.tuple_cache
+    assert unreachable.outcome == "cache code not reachable, left unchanged"
+    rows = [row("a", "migrated", ProbeOutcome({"logits_no_cache": ("pass", "")})), row("b", "failed", None)]
+    rows.append(unreachable)
+    families = {"mine": family_table.Family("mine", "Mine", False, frozenset("abc"), "encoder-decoder")}
+    (line,) = goal_lines(rows, families, ["9.9.9"], "encoder-decoder")
+    assert line.startswith("- 9.9.9: 1 of 2 encoder-decoder tuple-cache files (50%) migrate")
+    assert "(1 migrate); 1 more left unchanged: no model class reaches their cache code (CM299, exit 0)." in line
+    # the summary: 3 files, 1 migrated, 1 passing, 0 diverged, 0 could not run, 1 refused, 0 errors, 1 unreachable
+    assert summary(rows, families, ["9.9.9"])[-1].split("|")[3:11] == [
+        " 3 ",
+        " 1 ",
+        " 1 ",
+        " 0 ",
+        " 0 ",
+        " 1 ",
+        " 0 ",
+        " 1 ",
+    ]
+    families[family_table.UNCLASSIFIED] = family_table.Family(family_table.UNCLASSIFIED, "-", False, frozenset())
+    text = render(rows, [r.migration for r in rows], families, ["9.9.9"], ["logits_no_cache"], "cmd", "settings")
+    assert "## Encoder-decoder goal\n\n- 9.9.9: 1 of 2" in text
+    assert "| `models/c/modeling_c.py` | – | – | CM299 | cache code not reachable, left unchanged |" in text
+
+
+def test_the_shipped_encoder_decoder_families_count_towards_their_goal():
+    families = family_table.load()
+    assert families["encoder_decoder"].goal == families["encoder"].goal == "encoder-decoder"
+    assert families["presents"].goal == "decoder-only" and families["not_kv"].goal is None

@@ -390,3 +390,39 @@ def test_from_legacy_cache_is_tried_only_on_pairs_in_a_cache_layout():
     assert not _pairs_of_cache_layout([torch.zeros(2, 5, 16), torch.zeros(2, 5, 16)])  # fused, multi-query
     assert not _pairs_of_cache_layout(((torch.zeros(8, 8, 5), torch.zeros(8, 5, 8)),))  # bloom: [b*h,d,s], [b*h,s,d]
     assert not _pairs_of_cache_layout(())
+
+
+MUSICGEN_CHECKS = ["generate_greedy", "generate_beam", "gradient_checkpointing", "cross_tuple_stepwise"]
+
+
+def test_musicgen_copy_runs_its_generate_training_and_seq2seq_checks(tmp_path):
+    """MusicGen: its own generate() has no beam search and sets up no cache, its head takes labels per codebook,
+    and its seq2seq head needs a composite config. An identical copy passes greedy, training and tuple decoding
+    with encoder states on BOTH heads (the seq2seq one included); beams are skipped with the original's reason."""
+    original = copy_modeling_file("musicgen", tmp_path / "original")
+    migrated = copy_modeling_file("musicgen", tmp_path / "migrated")
+    results = {r.name: r for r in run_probe(original, migrated, checks=MUSICGEN_CHECKS)}
+    assert {n: r.status for n, r in results.items()} == {
+        "generate_greedy": "pass",
+        "generate_beam": "skip",
+        "gradient_checkpointing": "pass",
+        "cross_tuple_stepwise": "pass",
+    }, describe(list(results.values()))
+    assert "greedy but not 3 beams" in results["generate_beam"].detail
+    assert (
+        "seq2seq MusicgenForConditionalGeneration: 5 + 3 steps bit-identical" in results["cross_tuple_stepwise"].detail
+    )
+
+
+def test_a_migrated_head_that_rejects_labels_the_original_takes_fails_gradient_checkpointing(tmp_path):
+    """The no-labels fallback is the original's to take: a migrated GPT-2 head that raises on labels diverges."""
+    original = copy_modeling_file("gpt2", tmp_path / "original")
+
+    def reject_labels(source):
+        anchor = "        return_dict = return_dict if return_dict is not None else self.config.use_return_dict\n"
+        guard = "        if labels is not None:\n            raise ValueError('no labels')\n"
+        return source.replace(anchor, anchor + guard, 1)
+
+    migrated = copy_modeling_file("gpt2", tmp_path / "migrated", edit=reject_labels)
+    (result,) = run_probe(original, migrated, checks=["gradient_checkpointing"])
+    assert result.status == "error", describe([result])

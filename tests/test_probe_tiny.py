@@ -213,3 +213,30 @@ def test_a_block_count_named_layers_is_shrunk_but_a_list_of_layer_settings_is_no
 
     assert tiny_overrides({"layers": 24})["layers"] < 24
     assert tiny_overrides({"layers": ["full", "sliding"]})["layers"] == ["full", "sliding"]
+
+
+def test_a_composite_config_that_cannot_be_built_empty_is_built_from_tiny_sub_configs():
+    """MusicgenConfig() raises (it needs a text encoder, an audio encoder and a decoder config): the probe builds it
+    from tiny sub-configs, the AutoConfig slots eager (T5 has no sdpa), the decoder under test with the attention
+    asked for."""
+    config = tiny_config(transformers.MusicgenConfig, attn="sdpa")
+    assert type(config.text_encoder) is transformers.T5Config
+    assert type(config.audio_encoder) is transformers.EncodecConfig
+    assert (config.text_encoder.d_model, config.decoder.hidden_size, config.decoder.num_hidden_layers) == (
+        WIDTH,
+        WIDTH,
+        LAYERS,
+    )
+    assert config._attn_implementation == {"text_encoder": "eager", "audio_encoder": "eager", "decoder": "sdpa"}
+    torch.manual_seed(0)
+    model = transformers.MusicgenForConditionalGeneration(config).eval()
+    assert model.decoder.config._attn_implementation == "sdpa"
+    assert model.text_encoder.config._attn_implementation == "eager"
+
+
+def test_the_start_token_is_inside_the_tiny_vocabulary():
+    """generate() needs a decoder start token: MusicGen's decoder has none of its own (its bos 2048 is dropped),
+    Marian's is its pad id 58100; both become 0. BART's 2 is kept."""
+    assert tiny_config(transformers.MusicgenDecoderConfig).decoder_start_token_id == 0
+    assert tiny_config(transformers.MarianConfig).decoder_start_token_id == 0
+    assert tiny_config(transformers.BartConfig).decoder_start_token_id == 2

@@ -17,6 +17,7 @@ class Family:
     title: str
     decoder: bool
     models: frozenset[str]
+    goal: str | None = None  # the goal of the report the family counts towards: "decoder-only", "encoder-decoder"
 
 
 def load(path: Path = TABLE) -> dict[str, Family]:
@@ -31,7 +32,9 @@ def load(path: Path = TABLE) -> dict[str, Family]:
             if model in seen:
                 raise SystemExit(f"{path}: {model} is in both {seen[model]} and {name}")
             seen[model] = name
-        families[name] = Family(name, entry.get("title", name), bool(entry.get("decoder", False)), models)
+        decoder = bool(entry.get("decoder", False))
+        goal = entry.get("goal", "decoder-only" if decoder else None)
+        families[name] = Family(name, entry.get("title", name), decoder, models, goal)
     families[UNCLASSIFIED] = Family(UNCLASSIFIED, "not in bench/corpus_families.toml", False, frozenset())
     return families
 

@@ -27,6 +27,8 @@ class Row:
             if self.probe is None:
                 return "migrated, not probed"
             return {"pass": "migrated, probe passes"}.get(self.probe.verdict, f"migrated, probe {self.probe.verdict}")
+        if self.migration.unreachable:
+            return "cache code not reachable, left unchanged"
         if status == "failed":
             return "refused with a diagnostic"
         return "internal error" if status == "error" else status
@@ -47,8 +49,9 @@ def _cell(text: str) -> str:
 def summary(rows: list[Row], families: dict[str, Family], versions: list[str]) -> list[str]:
     lines = [
         "| release | family | tuple-cache files | migrated | probe passes every applicable check | migrated, probe diverged | "
-        "migrated, probe could not run | refused with a diagnostic | internal error |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "migrated, probe could not run | refused with a diagnostic | internal error | "
+        "cache code not reachable (left unchanged) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for version in versions:
         for family in families.values():
@@ -63,24 +66,39 @@ def summary(rows: list[Row], families: dict[str, Family], versions: list[str]) -
             unproven = [r for r in migrated if r.probe is not None and r.probe.verdict not in ("pass", "diverged")]
             refused = [r for r in mine if r.migration.status == "failed"]
             errors = [r for r in mine if r.migration.status == "error"]
+            unreachable = [r for r in mine if r.migration.unreachable]
             lines.append(
                 f"| {version} | {family.name} | {len(mine)} | {len(migrated)} | {len(passing)} | {len(diverged)} | "
-                f"{len(unproven)} | {len(refused)} | {len(errors)} |"
+                f"{len(unproven)} | {len(refused)} | {len(errors)} | {len(unreachable)} |"
             )
     return lines
 
 
 def decoder_goal(rows: list[Row], families: dict[str, Family], versions: list[str]) -> list[str]:
-    decoder = {f.name for f in families.values() if f.decoder}
+    return goal_lines(rows, families, versions, "decoder-only")
+
+
+def goal_lines(rows: list[Row], families: dict[str, Family], versions: list[str], goal: str) -> list[str]:
+    """One line per release: how many tuple-cache files of the families of ``goal`` migrate and pass; files whose
+    cache code no model class reaches (left unchanged, exit 0) are counted apart, outside the share."""
+    names = {f.name for f in families.values() if f.goal == goal}
     lines = []
     for version in versions:
-        mine = [r for r in rows if r.migration.version == version and r.family in decoder and r.migration.tuple_cache]
+        mine = [r for r in rows if r.migration.version == version and r.family in names and r.migration.tuple_cache]
+        unreachable = [r for r in mine if r.migration.unreachable]
+        mine = [r for r in mine if not r.migration.unreachable]
         passing = [r for r in mine if r.outcome == "migrated, probe passes"]
+        migrated = [r for r in mine if r.migration.status == "migrated"]
         share = f"{100 * len(passing) / len(mine):.0f}%" if mine else "–"
-        lines.append(
-            f"- {version}: {len(passing)} of {len(mine)} decoder-only tuple-cache files ({share}) migrate in the "
-            "dynamic tier and pass every applicable probe check."
+        line = (
+            f"- {version}: {len(passing)} of {len(mine)} {goal} tuple-cache files ({share}) migrate in the "
+            "dynamic tier and pass every applicable probe check"
         )
+        if goal != "decoder-only":  # the decoder-only line keeps its wording
+            line += f" ({len(migrated)} migrate)"
+            if unreachable:
+                line += f"; {len(unreachable)} more left unchanged: no model class reaches their cache code (CM299, exit 0)"
+        lines.append(line + ".")
     return lines
 
 
@@ -167,6 +185,15 @@ def diagnostics(rows: list[Row], version: str) -> list[str]:
     return lines
 
 
+def _other_goals(rows: list[Row], families: dict[str, Family], versions: list[str]) -> list[str]:
+    """A section per goal other than decoder-only that some family of the table names (encoder-decoder)."""
+    out = []
+    for goal in dict.fromkeys(f.goal for f in families.values() if f.goal and f.goal != "decoder-only"):
+        found = goal_lines(rows, families, versions, goal)
+        out += [f"## {goal[0].upper() + goal[1:]} goal", "", *found, ""]
+    return out
+
+
 def render(rows, migrations, families, versions, checks, command: str, settings: str) -> str:
     out = [
         "# Corpus report",
@@ -180,6 +207,7 @@ def render(rows, migrations, families, versions, checks, command: str, settings:
         "",
         *decoder_goal(rows, families, versions),
         "",
+        *_other_goals(rows, families, versions),
         "## Tuple-cache files per family",
         "",
         *summary(rows, families, versions),

@@ -8,6 +8,7 @@ import re
 import traceback
 from concurrent.futures import ProcessPoolExecutor
 
+from cachemigrate.diagnostics import UNREACHABLE
 from cachemigrate.engine import Options
 from cachemigrate.rules import load_ruleset
 from cachemigrate.runner import migrate_bytes
@@ -30,9 +31,16 @@ class Migration:
     migrated: bytes | None = dataclasses.field(default=None, repr=False)
 
     @property
+    def unreachable(self) -> bool:
+        """Left unchanged because no model class of the file can reach its tuple-cache code (CM299, exit 0): an
+        encoder-only copy of a decoder's attention."""
+        return self.status == "clean" and any(f" {UNREACHABLE} " in d for d in self.diagnostics)
+
+    @property
     def tuple_cache(self) -> bool:
-        """The engine found a legacy (tuple) use of a cache variable in a file not on the Cache API."""
-        return not self.cache_api and self.status != "clean"
+        """The engine found a legacy (tuple) use of a cache variable in a file not on the Cache API (reachable or
+        not)."""
+        return not self.cache_api and (self.status != "clean" or self.unreachable)
 
 
 _STATE: tuple | None = None

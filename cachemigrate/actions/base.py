@@ -36,10 +36,10 @@ class ActionContext:
     diagnostics: list[Diagnostic] = dataclasses.field(default_factory=list)
     views: Any = None  # the file's normalised views (cachemigrate.views.FileViews), for matching
 
-    def error(self, rule: "Rule", where: str | None, message: str) -> None:
-        """A diagnostic located at the (original) definition of function ``where``."""
+    def error(self, rule: "Rule", where: str | None, message: str, node=None) -> None:
+        """A diagnostic located at the (original) ``node``, by default the definition of function ``where``."""
         fn = self.info.functions.get(where) if where else None
-        line, column = self.locate(fn.node if fn else None)
+        line, column = self.locate(node if node is not None else fn.node if fn else None)
         self.diagnostics.append(Diagnostic(self.path, line, column, rule.id, message))
 
 

@@ -46,6 +46,22 @@ def _assigns(stmt: cst.CSTNode, name: str) -> bool:
     return bool(m.findall(stmt, m.AssignTarget(m.Name(name)) | m.AugAssign(target=m.Name(name))))
 
 
+def _late_assignment(stmt: cst.CSTNode, name: str, cache: str, first_read: str, locate) -> tuple:
+    """(the last assignment of ``name`` in ``stmt``, the words of the diagnostic that says where it is and why the
+    cache set-up cannot go before it)."""
+    found = m.findall(stmt, m.AssignTarget(m.Name(name)) | m.AugAssign(target=m.Name(name)))
+    node = found[-1]
+    line = locate(node)[0]
+    inside = " inside the loop over the blocks" if isinstance(stmt, cst.For) else ""
+    words = (
+        f"`{name}` is assigned at line {line}{inside}, after {first_read}; the cache "
+        f"set-up must come after the last assignment of `{name}` (gradient checkpointing turns caching off there: a "
+        "cache made before would be updated again when the checkpointed blocks run a second time in the backward "
+        f"pass) and before the first read of `{cache}`; move that assignment before the loop, as BART's decoder does"
+    )
+    return node, words
+
+
 def _takes(function: cst.FunctionDef, name: str) -> bool:
     """``name`` is a parameter of the function (positional, keyword-only, or ``*name`` / ``**name``)."""
     params = function.params
@@ -71,6 +87,22 @@ def _reads(stmt: cst.CSTNode, name: str) -> bool:
 def _mentions(expression: cst.CSTNode, code: str) -> bool:
     """``expression`` holds a name or attribute that is exactly ``code`` (``self.h`` is not in ``self.heads``)."""
     return any(code_of(node) == code for node in m.findall(expression, m.Name() | m.Attribute()))
+
+
+def _loops_over(loop: cst.For, layers: str) -> bool:
+    """``for block in self.h:`` (the iterable mentions the layers), or ``for i in range(n):`` whose body reads
+    ``self.h[i]`` with the loop variable (BLIP's text encoder and the Q-Formers)."""
+    if _mentions(loop.iter, layers):
+        return True
+    if not isinstance(loop.target, cst.Name):
+        return False
+    index = loop.target.value
+    for node in m.findall(loop.body, m.Subscript()):
+        if code_of(node.value) == layers and len(node.slice) == 1:
+            part = node.slice[0].slice
+            if isinstance(part, cst.Index) and m.matches(part.value, m.Name(index)):
+                return True
+    return False
 
 
 def _is_docstring(stmt: cst.CSTNode) -> bool:
@@ -132,13 +164,11 @@ class InsertStatements(Action):
             if none_safe and _move_after_block(edits, insert, reads, cache, names):
                 continue
             for name in names:
-                if any(_assigns(stmt, name) for stmt in body[first : insert.index]):
-                    self.ctx.error(
-                        self.rule,
-                        function,
-                        f"cannot insert the cache set-up in {function}: another rule makes an earlier statement "
-                        f"read `{cache}`, before `{name}` is assigned; move the `{name}` assignment up",
-                    )
+                late = [stmt for stmt in body[first : insert.index] if _assigns(stmt, name)]
+                if late:
+                    read = f"line {self.ctx.locate(body[first])[0]}, which the migration makes read `{cache}`"
+                    node, words = _late_assignment(late[-1], name, cache, read, self.ctx.locate)
+                    self.ctx.error(self.rule, function, f"cannot insert the cache set-up in {function}: {words}", node)
                     self.edits.remove(insert)
                     break
             else:
@@ -223,7 +253,7 @@ class _Planner(Planner):
             layers = bound.get("layers")
             loops = [i for i, stmt in enumerate(body) if isinstance(stmt, cst.For) and layers]
             for index in loops:
-                if _mentions(body[index].iter, layers):
+                if _loops_over(body[index], layers):
                     return index + 1
             # a loop over something else that calls the blocks by index (`self.blocks[layer](...)`): the block loop
             for index in loops:
@@ -244,11 +274,22 @@ class _Planner(Planner):
                 return None  # the block reads a name the function lacks (an attention with no cross flag)
             late = next((i for i, s in enumerate(body) if _assigns(s, name)), None)
             if late is not None and late >= first_use:
+                if not isinstance(body[late], cst.For):  # a plain late assignment: the message says so
+                    self.ctx.error(
+                        action.rule,
+                        self.current_function,
+                        f"cannot insert the cache set-up in {self.current_function}: `{cache}` is read before "
+                        f"`{name}` is assigned, and the set-up needs both; move the `{name}` assignment up",
+                    )
+                    return None
+                last = max(i for i, s in enumerate(body) if _assigns(s, name))
+                read = f"the statement at line {self.ctx.locate(body[first_use])[0]}, which reads `{cache}`"
+                where, words = _late_assignment(body[last], name, cache, read, self.ctx.locate)
                 self.ctx.error(
                     action.rule,
                     self.current_function,
-                    f"cannot insert the cache set-up in {self.current_function}: `{cache}` is read before "
-                    f"`{name}` is assigned, and the set-up needs both; move the `{name}` assignment up",
+                    f"cannot insert the cache set-up in {self.current_function}: {words}",
+                    where,
                 )
                 return None
         return first_use

@@ -53,6 +53,11 @@ class CrossTarget:
             value = getattr(config, name, None)
             if isinstance(value, int) and value > 0:
                 return value
+        # a composite config (MusicGen's) names no width: the encoder's own config does
+        encoder = model.get_encoder() if callable(getattr(model, "get_encoder", None)) else None
+        width = getattr(getattr(encoder, "config", None), "hidden_size", None)
+        if isinstance(width, int) and width > 0:
+            return width
         raise LookupError(f"{type(config).__name__}: no hidden size to build encoder states with")
 
     def inputs(self, tokens, states, past=None, **kwargs) -> dict:

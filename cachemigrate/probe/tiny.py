@@ -131,6 +131,11 @@ RULES = (
 
 DROPOUT_MARKS = ("pdrop", "dropout", "layerdrop")
 
+# The model type of an ``AutoConfig`` slot of a composite config that cannot be built empty (MusicGen's
+# ``MusicgenConfig()`` raises: it needs a text encoder, an audio encoder and a decoder config). The probe gives such
+# a slot a tiny config of this type; the decoder under test is the composite's own sub-config class.
+SUB_CONFIG_TYPES = {"text_encoder": "t5", "audio_encoder": "encodec"}
+
 
 def tiny_overrides(values: dict) -> dict:
     """{attribute: tiny value} for the attributes in ``values`` (a config's ``vars``) that :data:`RULES` cover, plus
@@ -151,9 +156,13 @@ def tiny_config(config_class, *, attn: str = "eager", torchscript: bool = False,
     """Default config of ``config_class`` shrunk to 2 layers, width 32, 4 heads, vocab 99, no dropout, with the
     dependent sizes (head size, key/value heads, rotary size, feed-forward and per-layer settings) consistent.
     ``settings`` (``{"multi_query": False}``) are set last, over the tiny values, for a variant of the model."""
-    default = config_class()
+    default, helpers = _default(config_class, attn, torchscript)
     overrides = tiny_overrides(vars(default))
     overrides.update(use_cache=True, pad_token_id=0, bos_token_id=None, eos_token_id=None, torchscript=torchscript)
+    start = getattr(default, "decoder_start_token_id", None)
+    if "decoder_start_token_id" in vars(default) and not (isinstance(start, int) and 0 <= start < VOCAB):
+        # no start token, or one outside the tiny vocabulary (MusicGen's 2048): generate() needs one
+        overrides["decoder_start_token_id"] = 0
     overrides.update(settings or {})
     try:
         config = config_class(**overrides)
@@ -163,7 +172,33 @@ def tiny_config(config_class, *, attn: str = "eager", torchscript: bool = False,
         setattr(config, name, value)
     _shrink_nested(config)
     config._attn_implementation = attn
+    if helpers:  # the tiny text and audio encoders run eager (T5 has no sdpa); the decoder under test runs ``attn``
+        slots = config_class.sub_configs
+        config._attn_implementation = {slot: "eager" if slot in helpers else attn for slot in slots}
     return config
+
+
+def _default(config_class, attn: str, torchscript: bool):
+    """(``config_class()``, ()), or for a composite config that cannot be built empty, (one built from tiny configs
+    of its ``sub_configs``, the ``AutoConfig`` slots): such a slot gets the model type :data:`SUB_CONFIG_TYPES`
+    names."""
+    try:
+        return config_class(), ()
+    except Exception:
+        slots = getattr(config_class, "sub_configs", None) or {}
+        if not slots:
+            raise
+    from transformers import AutoConfig
+
+    parts, helpers = {}, []
+    for slot, part_class in slots.items():
+        if part_class is AutoConfig:
+            helpers.append(slot)
+            if slot not in SUB_CONFIG_TYPES:
+                raise ValueError(f"{config_class.__name__}: no tiny config for its {slot!r} (an AutoConfig slot)")
+            part_class = type(AutoConfig.for_model(SUB_CONFIG_TYPES[slot]))
+        parts[slot] = tiny_config(part_class, attn=attn, torchscript=torchscript).to_dict()
+    return config_class(**parts), tuple(helpers)
 
 
 def _shrink_nested(config, depth: int = 0) -> None:

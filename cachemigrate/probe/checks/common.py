@@ -29,6 +29,13 @@ def generate(model, ids, mask=None, **kwargs):
     )
 
 
+def own_generate(model) -> bool:
+    """The head overrides ``generate()`` (MusicGen): whether it hands the model a Cache is up to that code."""
+    from transformers import GenerationMixin
+
+    return type(model).generate is not GenerationMixin.generate
+
+
 @contextlib.contextmanager
 def recording_past_types(model):
     """Record the type of ``past_key_values`` that every forward call of ``model`` receives."""

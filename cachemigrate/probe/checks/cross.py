@@ -18,7 +18,7 @@ from ..compare import (
 )
 from ..context import MAX_NEW_TOKENS, PROMPT_LEN, STEPS
 from ..seq2seq import ENCODER_LEN
-from .common import call_under_test, recording_past_types
+from .common import call_under_test, own_generate, recording_past_types
 from .registry import check, needs_cross, needs_sdpa
 
 
@@ -148,7 +148,8 @@ def cross_cache_written_once(probe) -> str:
 @check(needs_cross)
 def cross_self_only_cache(probe) -> str:
     """A DynamicCache (what generate() hands a decoder-only head) comes back as the same object holding the
-    self-attention keys and values; logits equal the original's tuple path."""
+    self-attention keys and values, as many as the original's tuple past holds (MusicGen Melody prepends the
+    encoder states to the sequence); logits equal the original's tuple path."""
     from transformers.cache_utils import DynamicCache
 
     def run(target):
@@ -162,9 +163,10 @@ def cross_self_only_cache(probe) -> str:
             if past(out) is not cache:
                 raise CheckFailed(f"step {i}: returned {kind(past(out))}, not the DynamicCache passed in")
             expect_same(logits(reference[i]), logits(out), f"step {i} logits")
-            if cache.get_seq_length() != PROMPT_LEN + i:
-                raise CheckFailed(f"step {i}: get_seq_length() is {cache.get_seq_length()}, not {PROMPT_LEN + i}")
-        return f"same object, grew to {PROMPT_LEN + STEPS}; logits equal the tuple path"
+            expected = past(reference[i])[0][0].shape[-2]  # the original's own self-attention keys at this step
+            if cache.get_seq_length() != expected:
+                raise CheckFailed(f"step {i}: get_seq_length() is {cache.get_seq_length()}, not {expected}")
+        return f"same object, grew to {cache.get_seq_length()} as the tuple past; logits equal the tuple path"
 
     return _each(probe, run)
 
@@ -208,13 +210,6 @@ def _generate(target, model, prompt, states, **kwargs):
     return model.generate(prompt, encoder_hidden_states=states, **common)
 
 
-def _own_generate(model) -> bool:
-    """The head overrides ``generate()`` (MusicGen): whether it hands the model a Cache is up to that code."""
-    from transformers import GenerationMixin
-
-    return type(model).generate is not GenerationMixin.generate
-
-
 @check(needs_cross)
 def cross_generate(probe) -> str:
     """Greedy and 3-beam generate attending to shared encoder states give the same tokens, and the migrated
@@ -238,12 +233,12 @@ def cross_generate(probe) -> str:
             with recording_past_types(migrated) as seen:
                 got = _generate(target, migrated, prompt, states, num_beams=beams)
             expect_same(expected, got, f"{beams}-beam tokens")
-            if _own_generate(migrated):
+            if own_generate(migrated):
                 continue  # MusicGen's generate() sets up no cache: the tuple path, as in the original
             if not any(issubclass(t, Cache) for t in seen[1:]):
                 names = sorted({t.__name__ for t in seen[1:]})
                 raise CheckFailed(f"{beams}-beam tokens identical, but the migrated model never got a Cache ({names})")
-        how = "its own generate() keeps tuples" if _own_generate(migrated) else f"decoded with {seen[-1].__name__}"
+        how = "its own generate() keeps tuples" if own_generate(migrated) else f"decoded with {seen[-1].__name__}"
         done = "greedy" if notes else "greedy and 3 beams"
         return f"{MAX_NEW_TOKENS} tokens identical ({done}); migrated {how}" + "".join(f"; {n}" for n in notes)
 
