@@ -500,6 +500,7 @@ def test_insert_statements_after_the_block_loop_only():
     "loop, block, inserted",
     [
         ("for i in range(self.config.n_layer):", "self.h[i]", True),  # BLIP's text encoder, the Q-Formers
+        ("for i, past in enumerate(past_key_values):", "self.h[i]", True),  # GPTSAN: a loop over the past
         ("for i in range(self.config.n_layer):", "self.h[0]", False),  # not indexed by the loop variable
         ("for i in range(self.config.n_layer):", "self.heads[i]", False),  # another module list
     ],

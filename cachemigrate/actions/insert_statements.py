@@ -27,7 +27,7 @@ make read the cache (see :meth:`InsertStatements.finalize`). Where such a statem
 assignment of an ``after_assignments`` name (bloom's ``presents = () if use_cache else None`` above the
 gradient-checkpointing ``use_cache = False``), an ``after_last_assignment`` block stays after the assignment and
 the statement moves down below it, if it is a plain assignment nothing in between can tell from the original
-(:func:`_move_after_block`); otherwise the rule reports it and the file is left as it is.
+(:func:`.moves.move_after_block`); otherwise the rule reports it and the file is left as it is.
 """
 
 from __future__ import annotations
@@ -38,12 +38,9 @@ import libcst.matchers as m
 from ..patterns import TemplateError, code_of, compile_statements, match_statements, to_python
 from .base import Action, Planner
 from .helpers import check_holes, depth_of, filled_and_formatted
+from .moves import assigns as _assigns, move_after_block
 
 ANCHORS = ("function_start", "before_first_use", "after_loop", "after_last_assignment", "before_first_tuple_use")
-
-
-def _assigns(stmt: cst.CSTNode, name: str) -> bool:
-    return bool(m.findall(stmt, m.AssignTarget(m.Name(name)) | m.AugAssign(target=m.Name(name))))
 
 
 def _late_assignment(stmt: cst.CSTNode, name: str, cache: str, first_read: str, locate) -> tuple:
@@ -57,7 +54,8 @@ def _late_assignment(stmt: cst.CSTNode, name: str, cache: str, first_read: str, 
         f"`{name}` is assigned at line {line}{inside}, after {first_read}; the cache "
         f"set-up must come after the last assignment of `{name}` (gradient checkpointing turns caching off there: a "
         "cache made before would be updated again when the checkpointed blocks run a second time in the backward "
-        f"pass) and before the first read of `{cache}`; move that assignment before the loop, as BART's decoder does"
+        f"pass) and before the first read of `{cache}`; "
+        + ("move that assignment before the loop, as BART's decoder does" if inside else "move that assignment up")
     )
     return node, words
 
@@ -90,17 +88,16 @@ def _mentions(expression: cst.CSTNode, code: str) -> bool:
 
 
 def _loops_over(loop: cst.For, layers: str) -> bool:
-    """``for block in self.h:`` (the iterable mentions the layers), or ``for i in range(n):`` whose body reads
-    ``self.h[i]`` with the loop variable (BLIP's text encoder and the Q-Formers)."""
+    """``for block in self.h:`` (the iterable mentions the layers), or a loop over something else whose body reads
+    ``self.h[i]`` with a loop variable: ``for i in range(n):`` (BLIP's text encoder and the Q-Formers), ``for layer,
+    past in enumerate(pasts):`` (GPTSAN)."""
     if _mentions(loop.iter, layers):
         return True
-    if not isinstance(loop.target, cst.Name):
-        return False
-    index = loop.target.value
+    indices = {node.value for node in m.findall(loop.target, m.Name())}  # `i`, or `layer` of `layer, past`
     for node in m.findall(loop.body, m.Subscript()):
         if code_of(node.value) == layers and len(node.slice) == 1:
             part = node.slice[0].slice
-            if isinstance(part, cst.Index) and m.matches(part.value, m.Name(index)):
+            if isinstance(part, cst.Index) and isinstance(part.value, cst.Name) and part.value.value in indices:
                 return True
     return False
 
@@ -161,7 +158,7 @@ class InsertStatements(Action):
                 continue
             first = reads[0]
             names = self.param("after_assignments", [])
-            if none_safe and _move_after_block(edits, insert, reads, cache, names):
+            if none_safe and move_after_block(edits, insert, reads, cache, names):
                 continue
             for name in names:
                 late = [stmt for stmt in body[first : insert.index] if _assigns(stmt, name)]
@@ -251,13 +248,8 @@ class _Planner(Planner):
             return max(max(assigning, default=start - 1) + 1, start)
         if anchor == "after_loop":
             layers = bound.get("layers")
-            loops = [i for i, stmt in enumerate(body) if isinstance(stmt, cst.For) and layers]
-            for index in loops:
-                if _loops_over(body[index], layers):
-                    return index + 1
-            # a loop over something else that calls the blocks by index (`self.blocks[layer](...)`): the block loop
-            for index in loops:
-                if _mentions(body[index].body, layers):
+            for index, stmt in enumerate(body):
+                if isinstance(stmt, cst.For) and layers and _loops_over(stmt, layers):
                     return index + 1
             return None
         cache = bound["cache"]
@@ -342,126 +334,6 @@ def _edited_to_read(edits, insert, index: int, cache: str, none_safe: bool = Fal
         if any(isinstance(n, cst.CSTNode) and _reads(n, cache) for n in nodes):
             return True
     return False
-
-
-# what the value of a statement that moves may be made of: names, literals, `... if ... else ...`, `and`/`or`/
-# `not`, `is (not)`, tuple and list displays (and the syntax around them)
-_PLAIN = (
-    cst.Name, cst.Integer, cst.Float, cst.SimpleString, cst.Tuple, cst.List, cst.Element, cst.IfExp,
-    cst.BooleanOperation, cst.And, cst.Or, cst.UnaryOperation, cst.Not, cst.Comparison, cst.ComparisonTarget,
-    cst.Is, cst.IsNot, cst.LeftParen, cst.RightParen, cst.LeftSquareBracket, cst.RightSquareBracket, cst.Comma,
-    cst.BaseParenthesizableWhitespace, cst.TrailingWhitespace, cst.Newline, cst.EmptyLine, cst.Comment,
-)  # fmt: skip
-
-
-def _plain_assignment(stmt: cst.CSTNode) -> set[str] | None:
-    """The targets of ``a = <value>`` (one line, Name targets, a value of names and literals: evaluating it later
-    cannot raise or act, and only rebinding a name can change it), else None."""
-    if not isinstance(stmt, cst.SimpleStatementLine):
-        return None
-    targets: set[str] = set()
-    for small in stmt.body:
-        if not isinstance(small, cst.Assign) or not all(isinstance(t.target, cst.Name) for t in small.targets):
-            return None
-        if not all(isinstance(node, _PLAIN) for node in _walk(small.value)):
-            return None
-        targets.update(t.target.value for t in small.targets)
-    return targets
-
-
-def _walk(node: cst.CSTNode):
-    yield node
-    for child in node.children:
-        yield from _walk(child)
-
-
-def _move_after_block(edits, insert, reads: list, cache: str, names: list) -> bool:
-    """Statements that other rules make read the cache, but that come before the last assignment of ``names``
-    (``presents = () if use_cache else None`` above the gradient-checkpointing ``use_cache = False``), move down
-    to just after the inserted block, when that is safe: each is one plain assignment that a single splice of
-    another rule rewrites; what it moves over (as the other rules leave it) neither reads nor binds its targets,
-    nor binds a name it reads, except ``names``: the block waits for their final values, and the moved statement
-    then reads them too (with ``use_cache`` turned off no cache is made, so none is handed on or returned, as in
-    the original). False, and nothing changed, when any of them cannot move."""
-    from ..edits import Resolve
-
-    body, dry = insert.block.body, Resolve({})
-    last = max((i for i in range(reads[0], insert.index) if any(_assigns(body[i], n) for n in names)), default=None)
-    if last is None or reads[-1] > last:
-        return False  # nothing to wait for; or a read the block must precede sits after the last assignment
-    moving = reads
-    splices = []
-    for index in moving:
-        targets = _plain_assignment(body[index])
-        theirs = [e for e in _splices_at(edits, insert, index) if e.count]
-        if targets is None or len(theirs) != 1 or theirs[0].count != 1:
-            return False
-        read = _names_in(body[index]) | {n for stmt in theirs[0].build(dry) for n in _names_in(stmt)}
-        for other in range(index + 1, insert.index):
-            if other in moving:
-                continue
-            crossed = [body[other], *_built_at(edits, insert, other, dry)]
-            if any(_names_in(node) & targets or _rebinds(node, read - set(names)) for node in crossed):
-                return False
-        splices.append(theirs[0])
-    for splice in splices:
-        build, splice.build = splice.build, _nothing
-        made = insert.build
-        insert.build = lambda resolve, made=made, build=build: [*made(resolve), *build(resolve)]
-    return True
-
-
-def _splices_at(edits, insert, index: int) -> list:
-    """Other edits that splice statement ``index`` of the insert's block (or insert right before it)."""
-    return [
-        e
-        for e in edits
-        if e is not insert
-        and getattr(e, "block", None) is insert.block
-        and e.index <= index < e.index + max(1, e.count)
-    ]
-
-
-def _built_at(edits, insert, index: int, dry) -> list:
-    """The code other edits build at statement ``index`` of the insert's block, or inside it, built dry."""
-    from ..edits import Replace, Splice
-
-    stmt, nodes = insert.block.body[index], []
-    for edit in edits:
-        if isinstance(edit, Replace) and (edit.node is stmt or stmt in edit.path):
-            built = edit.build(edit.node, dry)
-            nodes.extend(built.nodes if isinstance(built, cst.FlattenSentinel) else [built])
-        elif isinstance(edit, Splice) and stmt in edit.path:
-            nodes.extend(edit.build(dry))
-    nodes.extend(n for e in _splices_at(edits, insert, index) for n in e.build(dry))
-    return [n for n in nodes if isinstance(n, cst.CSTNode)]
-
-
-def _nothing(_resolve) -> list:
-    return []
-
-
-def _names_in(node: cst.CSTNode) -> set:
-    return {n.value for n in m.findall(node, m.Name())}
-
-
-def _bound_in(node: cst.CSTNode) -> set:
-    """The names a statement binds anywhere in it (assignments, loops, ``with ... as``, walrus, ``del``, defs,
-    imports, ``except ... as``)."""
-    found = m.findall(node, m.AssignTarget() | m.AugAssign() | m.AnnAssign() | m.For() | m.NamedExpr())
-    bound = {n for b in found for n in _names_in(b.target)}
-    aliases = [w.asname for w in m.findall(node, m.WithItem())] + [h.name for h in m.findall(node, m.ExceptHandler())]
-    bound |= {n for alias in aliases if alias is not None for n in _names_in(alias)}
-    bound |= {n for d in m.findall(node, m.Del()) for n in _names_in(d.target)}
-    bound |= {d.name.value for d in m.findall(node, m.FunctionDef() | m.ClassDef())}
-    imported = m.findall(node, m.ImportAlias())
-    bound |= {(a.asname.name.value if a.asname else code_of(a.name).split(".")[0]) for a in imported}
-    return bound
-
-
-def _rebinds(node: cst.CSTNode, names: set) -> bool:
-    """``node`` may bind one of ``names`` (a ``global`` or ``nonlocal`` statement: any)."""
-    return bool(_bound_in(node) & names) or bool(m.findall(node, m.Global() | m.Nonlocal()))
 
 
 def _already_there(body: list, new: list) -> bool:
