@@ -128,3 +128,15 @@ def test_a_hook_defined_at_the_top_of_the_file_is_audited_too():
     assert result.status == "failed"
     assert any("prepare_inputs_for_generation tells the first" in d.message for d in result.diagnostics)
     assert migrate_source(source, RULESET, OPTIONS, path="toy.py").status == "migrated"
+
+
+def test_a_presence_test_a_rule_writes_is_not_taken_for_one_the_user_left():
+    """Era 5 adopts the cache 5.24's generate() hands as `cache=` with `if cache is not None and past is None:`; the
+    user's own test is rewritten (CM103) and the file migrates."""
+    era5 = load_ruleset("5")
+    result = migrate_source(_source(HOOKS["is_not_none"]), era5, OPTIONS, path="toy.py")
+    assert result.status == "migrated", [str(d) for d in result.diagnostics]
+    assert "if cache is not None and past_key_values is None:" in result.migrated
+    assert {"CM103", "CM408"} <= set(result.applied)
+    without = RuleSet(era5.era, tuple(r for r in era5.rules if r.id not in ("CM103", "CM104")))
+    assert migrate_source(_source(HOOKS["is_not_none"]), without, OPTIONS, path="toy.py").status == "failed"
