@@ -244,13 +244,16 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
     except SyntaxError as exc:
         message = f"internal error: the rewritten code does not parse ({exc.msg}); the file was left unchanged"
         return done("error", diags=[Diagnostic(path, 1, 1, codes.REGION_VIOLATION, message)])
+    # the audits read a fresh parse: a filled template can put one node object in several places of new_module,
+    # and the analysis finds each use's statement through its parent
+    reparsed = cst.parse_module(migrated)
     edited = edited_tops(module, plan)
     functions = edited_functions(plan)
     unbound = unbound_names(module, new_module, edited, functions)
     if unbound and found:
         # a rule could not be applied, so the file stays as it is anyway: what the user can act on is why, not
         # the half-planned code the other rules would have left
-        found.extend(leftover_diagnostics(before, new_module, edited, functions, era, path, locate))
+        found.extend(leftover_diagnostics(before, reparsed, edited, functions, era, path, locate))
         return done("failed", diags=found, applied=dict(matched))
     if unbound:
         function, names = unbound
@@ -261,8 +264,8 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
             "report it with this file"
         )
         return done("error", diags=[Diagnostic(path, line, column, codes.REGION_VIOLATION, message)])
-    found.extend(leftover_diagnostics(before, new_module, edited, functions, era, path, locate, converters))
-    found.extend(first_step_diagnostics(before, new_module, era, path, locate))
+    found.extend(leftover_diagnostics(before, reparsed, edited, functions, era, path, locate, converters))
+    found.extend(first_step_diagnostics(before, reparsed, era, path, locate))
     found.extend(removed_uses(module, new_module, era, path, locate))
     applied = {rule: count for rule, count in matched.items()}
     if found:

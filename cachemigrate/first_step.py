@@ -52,9 +52,7 @@ def first_step_diagnostics(
     ]
     if not hooks:
         return []
-    # parsed again: the rewritten tree can hold one node object in several places (a filled template's `{cache}`),
-    # and the analysis finds each use's statement through its parent
-    after = analyze(cst.parse_module(new_module.with_changes(body=hooks).code), era.cache_names)
+    after = analyze(new_module.with_changes(body=hooks), era.cache_names)  # new_module: a fresh parse
     originals: dict[tuple, list] = {}
     for use in _presence_tests(before):
         originals.setdefault((use.function, use.statement), []).append(use)

@@ -84,13 +84,13 @@ def leftover_diagnostics(
     converters: Mapping[str, Converter] = {},
 ) -> list[Diagnostic]:
     """Legacy uses still present after the rules ran, located in the original file. Only the edited functions
-    are analysed again; the others keep the uses found before.
+    are analysed again; the others keep the uses found before. ``new_module`` is a fresh parse of the migrated
+    code (the applied tree can hold one node object in several places).
 
     The file's legacy converters (:mod:`cachemigrate.converters`) only ever handle tuples and keep their tuple
     code; handing them a cache outside a tuple-only branch is a legacy use (a Cache could reach them)."""
     changed = [s for s in new_module.body if isinstance(s, (cst.ClassDef, cst.FunctionDef)) and s.name.value in edited]
-    # a fresh parse: a filled template may put one node object in several places, and uses are read through parents
-    after = analyze(cst.parse_module(cst.Module(body=changed).code), era.cache_names, only=functions)
+    after = analyze(cst.Module(body=changed), era.cache_names, only=functions)
     reanalysed = {q for q in after.functions if q in functions}
     exempt = {c.qualname for c in converters.values()}
     calls = {f"self.{name}" for name in converters}
