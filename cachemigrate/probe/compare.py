@@ -109,3 +109,18 @@ def one_line(exc: BaseException) -> str:
     """``Type: first line of the message``."""
     lines = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+
+
+def traced_against_eager(eager, got, traced_original) -> str | None:
+    """None when the traced migrated model's output ``got`` equals the eager original's ``eager``. Some originals
+    compute differently once traced (ImageGPT's torch_float scale is int() in eager and a float tensor under
+    tracing): then the migration is faithful if it traces to what the original traces to (``traced_original()``,
+    run only then), and the verdict says so. Else CheckFailed with the difference."""
+    diff = structure_diff(eager, got, "traced out")
+    if diff is None:
+        return None
+    reference = traced_original()
+    drift = structure_diff(eager, reference, "traced original")
+    if drift and structure_diff(reference, got) is None:
+        return f"traced migrated equals traced original; tracing changes the original itself ({drift})"
+    raise CheckFailed(diff)
