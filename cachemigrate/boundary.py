@@ -29,6 +29,7 @@ from .layout import Layout, TensorLayout, Unknown, attention_layout
 from .patterns import code_of
 from .ranks import RankScope
 
+
 @dataclasses.dataclass
 class FileLayout:
     facts: dict[str, str] = dataclasses.field(default_factory=dict)

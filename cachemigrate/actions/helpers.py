@@ -6,7 +6,6 @@ from typing import TYPE_CHECKING, Callable, Mapping
 
 import libcst as cst
 
-
 if TYPE_CHECKING:
     from ..schema import Checker, Rule
     from .base import ActionContext
@@ -14,6 +13,7 @@ if TYPE_CHECKING:
 
 # `{name|test}` in a pattern: the capture must pass the engine's test (bound as "?test")
 PREDICATES = frozenset({"converter", "no_cache_check"})
+
 
 def depth_of(function_qualname: str | None) -> int:
     """Indentation depth of a top-level statement in a function body (method: 2, function: 1)."""
