@@ -170,6 +170,26 @@ def _parse(code: str, path: str) -> tuple[cst.Module | None, Diagnostic | None]:
         )
 
 
+def _no_model(module: cst.Module, info, path: str, locate: Locator) -> Diagnostic:
+    """CM903 for a file with an attention (or blocks) but no model that stacks them: the model makes the Cache and
+    gives each attention its layer index, so migrating the attention alone would break it (a sibling-file package
+    migrated one file at a time)."""
+    parts = sorted(info.roles["attention"] or info.roles["block"])
+    uses = [u for u in info.legacy_uses() if u.function.split(".", 1)[0] in parts] or info.legacy_uses()
+    line, column = locate(uses[0].node)
+    return Diagnostic(
+        path,
+        line,
+        column,
+        codes.NO_ROLES,
+        f"`{uses[0].variable}` is used as a tuple cache in {', '.join(parts[:3])}, but no model of the file builds "
+        "a stack of its blocks (an `nn.ModuleList` of blocks, with a cache parameter in its forward): that model "
+        "makes the Cache and gives each attention its layer index, so this file cannot be migrated alone. If the "
+        "model is in another module of the package, move the classes into one file and run it again, or port the "
+        "package by hand; the file was left unchanged",
+    )
+
+
 def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, path: str = "<string>") -> FileResult:
     options = options or Options()
     started = time.perf_counter()
@@ -228,6 +248,8 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
                 )
             ],
         )
+    if not before.roles["base_model"]:
+        return done("failed", diags=[_no_model(module, before, path, locate)])
     rules = ruleset.for_tier(options.tier)
     plan, matched, found = plan_rules(module, before, rules, era, path, options, locate)
     plan, suppressed = leave_out(module, plan, code, path)

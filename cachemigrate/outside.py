@@ -5,7 +5,10 @@ installed transformers. Two shapes are common in the wild, and neither can be mi
   releases where the library model takes a Cache, generate() hands the head a Cache from the first step, so the
   head's ``if past_key_values:`` and tuple ``_reorder_cache`` must be ported to that release's generate();
 - a monkeypatch (``modeling_gpt2.GPT2Attention.forward = my_forward``): the function replaces library code whose
-  signature and cache changes with the release.
+  signature and cache changes with the release;
+- a package whose attention or blocks live in sibling modules (MPT-style ``attention.py``/``blocks.py`` imported
+  with ``from .attention import ...``): cachemigrate migrates one file at a time, and half a migration (a stack
+  that hands a Cache to an attention that indexes a tuple) would be wrong.
 
 :func:`explain` names the shape, so that the diagnostic says what to do instead of "no structure was recognised".
 """
@@ -37,6 +40,21 @@ def _patched_attribute(module: cst.Module, function: str) -> str | None:
     return None
 
 
+def _sibling_classes(module: cst.Module) -> list[tuple[str, str]]:
+    """(name, ``.module``) of each class-like name imported from a sibling module and called in the file."""
+    imported = {}
+    for node in m.findall(module, m.ImportFrom(relative=[m.AtLeastN(n=1)])):
+        if isinstance(node.names, cst.ImportStar):
+            continue
+        source = "." * len(node.relative) + (module.code_for_node(node.module) if node.module else "")
+        for alias in node.names:
+            name = module.code_for_node(alias.asname.name if alias.asname else alias.name)
+            if name[:1].isupper() and not name.endswith(("Config", "Output", "OutputWithPast")):
+                imported[name] = source
+    called = {node.func.value for node in m.findall(module, m.Call(func=m.Name()))}
+    return [(name, source) for name, source in imported.items() if name in called]
+
+
 def explain(module: cst.Module, info: ModuleInfo, use: CacheUse) -> str | None:
     """What the tuple use ``use`` belongs to, when it is one of the shapes above; None otherwise."""
     owner = use.function.split(".", 1)[0]
@@ -60,4 +78,13 @@ def explain(module: cst.Module, info: ModuleInfo, use: CacheUse) -> str | None:
                 "signature and cache change with the release; port it by hand to the `forward` of the installed "
                 "transformers, or copy the patched class into the file so that it can be migrated with its model"
             )
+    siblings = _sibling_classes(module)
+    if siblings:
+        named = ", ".join(f"`{name}` (from `{source}`)" for name, source in siblings[:3])
+        return (
+            f"the file builds {named}, defined in another module of its package; cachemigrate migrates one file at "
+            "a time and does not yet migrate attention and blocks split over several files together (half of it "
+            "would hand a Cache to code that indexes a tuple): move those classes into this file and run it again, "
+            "or port the package by hand"
+        )
     return None
