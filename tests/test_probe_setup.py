@@ -283,8 +283,8 @@ def test_control_runs_ignore_conditions_that_name_the_pair_under_test(tmp_path):
 
 
 def test_a_causal_head_taking_encoder_states_is_probed_as_a_decoder():
-    """Bert's LM head keeps no cache unless config.is_decoder: the decoder-only checks set it; GPT-style heads
-    without encoder inputs keep their config."""
+    """Bert's LM head (or base model, in a file without a head) keeps no cache unless config.is_decoder: the
+    decoder-only checks set it; GPT-style heads without encoder inputs keep their config."""
     from cachemigrate.probe.models import ModelClasses
     from cachemigrate.probe.seq2seq import decoder_changes
 
@@ -298,4 +298,7 @@ def test_a_causal_head_taking_encoder_states_is_probed_as_a_decoder():
 
     assert decoder_changes(ModelClasses(object, Head, object, "m")) == {"is_decoder": True}
     assert decoder_changes(ModelClasses(object, Plain, object, "m")) == {}
-    assert decoder_changes(ModelClasses(object, None, object, "m")) == {}
+    # a file without a head: its base model, when it takes encoder states; not the base of an encoder-decoder head
+    assert decoder_changes(ModelClasses(object, None, Head, "m")) == {"is_decoder": True}
+    assert decoder_changes(ModelClasses(object, None, Plain, "m")) == {}
+    assert decoder_changes(ModelClasses(object, None, Head, "m", seq2seq_class=Plain)) == {}

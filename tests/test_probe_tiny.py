@@ -240,3 +240,25 @@ def test_the_start_token_is_inside_the_tiny_vocabulary():
     assert tiny_config(transformers.MusicgenDecoderConfig).decoder_start_token_id == 0
     assert tiny_config(transformers.MarianConfig).decoder_start_token_id == 0
     assert tiny_config(transformers.BartConfig).decoder_start_token_id == 2
+
+
+def test_an_unset_default_is_chosen_from_the_choices_its_config_lists():
+    """X-MOD style: ``default_language=None`` beside ``languages``; the model refuses token ids alone until a default
+    is chosen. A default already set, or one without a list of choices, is left alone."""
+    from cachemigrate.probe.tiny import tiny_overrides
+
+    class AdapterConfig(transformers.PretrainedConfig):
+        model_type = "cm_adapters"
+
+        def __init__(self, languages=("de_DE", "en_XX"), default_language=None, default_style=None, **kwargs):
+            self.languages, self.default_language, self.default_style = (
+                list(languages),
+                default_language,
+                default_style,
+            )
+            super().__init__(**kwargs)
+
+    config = tiny_config(AdapterConfig)
+    assert config.default_language == "de_DE" and config.default_style is None
+    assert "default_language" not in tiny_overrides({"languages": ["de_DE"], "default_language": "en_XX"})
+    assert "default_language" not in tiny_overrides({"languages": [], "default_language": None})

@@ -82,8 +82,17 @@ def logits(output):
 
 
 def past(output):
-    """The past a model returned (ModelOutput or ``return_dict=False`` tuple)."""
-    return output[1] if isinstance(output, tuple) else getattr(output, "past_key_values", None)
+    """The past a model returned (ModelOutput or ``return_dict=False`` tuple). In a tuple it follows the logits or
+    last hidden state, and the pooled output that a base model with a pooler returns next (one vector per
+    sequence: Bert's ``(sequence_output, pooled_output, past_key_values, ...)``)."""
+    import torch
+
+    if not isinstance(output, tuple):
+        return getattr(output, "past_key_values", None)
+    rest = list(output[1:])
+    if len(rest) > 1 and isinstance(rest[0], torch.Tensor) and rest[0].dim() == 2:
+        rest.pop(0)
+    return rest[0] if rest else None
 
 
 def clone(value):

@@ -11,6 +11,7 @@ import copy
 import inspect
 from dataclasses import dataclass
 
+from .compare import one_line
 from .side_inputs import IMAGE_LAYOUTS, image_layout, with_side_inputs
 from .tiny import tiny_config, vocab_of
 
@@ -159,13 +160,11 @@ def with_input_ids(cls) -> type:
 
 def discover(module) -> ModelClasses:
     """Find the config class, the causal-LM head (if any) and the base model of a modeling module."""
-    from torch import nn
-
     models = _defined_here(module)
     configs = [c.config_class for c in models if getattr(c, "config_class", None) is not None]
     if not configs:
         raise LookupError(f"{module.__name__}: no PreTrainedModel subclass with a config_class")
-    config_class = max(set(configs), key=configs.count)
+    common = max(set(configs), key=configs.count)
     with_past = [c for c in models if "past_key_values" in _forward_params(c)]
     heads = [c for c in with_past if _is_generation_head(c)]
     seq2seq = [c for c in heads if "decoder_input_ids" in _forward_params(c)]
@@ -175,11 +174,47 @@ def discover(module) -> ModelClasses:
     if head is not None or seq2seq_head is not None:
         config_class, model = _head_config(head or seq2seq_head)
         return ModelClasses(config_class, head, type(model.base_model), module.__name__, seq2seq_head)
+    return _base_model(with_past, common, module.__name__)
+
+
+def _holds_blocks(model) -> bool:
+    """True when the model's own modules include a ModuleList (its blocks), held directly (GPT-2's ``h``) or in a
+    module of its own (Bert's ``encoder.layer``); not the blocks of another model it wraps (a PreTrainedModel held as
+    a sub-model, as a vision-and-text model holds its text model)."""
+    from torch import nn
+    from transformers import PreTrainedModel
+
+    todo = list(model.children())
+    while todo:
+        part = todo.pop()
+        if isinstance(part, nn.ModuleList):
+            return True
+        if not isinstance(part, PreTrainedModel):
+            todo.extend(part.children())
+    return False
+
+
+def _base_model(with_past: list[type], common: type, module_name: str) -> ModelClasses:
+    """The first class taking ``past_key_values`` that is its own base model and holds its blocks, built from the
+    first of its config classes (its own ``config_class``, then that config's sub-configs, then ``common``, the
+    config most classes of the file declare) whose tiny config builds it: the text model of a vision-and-text file
+    is built from the text config (``AltRobertaModel`` from ``AltCLIPTextConfig``)."""
+    failures = []
     for cls in with_past:
-        model = cls(tiny_config(config_class))
-        if model.base_model is model and any(isinstance(m, nn.ModuleList) for m in model.children()):
-            return ModelClasses(config_class, None, with_input_ids(cls), module.__name__)
-    raise LookupError(f"{module.__name__}: no base model with a ModuleList of blocks and a past_key_values argument")
+        candidates = _config_candidates(cls)
+        for config_class in candidates + [common] * (common not in candidates):
+            try:
+                model = cls(tiny_config(config_class))
+            except Exception as exc:  # noqa: BLE001 - a config that does not fit this class: try the next one
+                failures.append(f"{cls.__name__} from {config_class.__name__}: {one_line(exc)}")
+                continue
+            if model.base_model is model and _holds_blocks(model):
+                return ModelClasses(config_class, None, with_input_ids(cls), module_name)
+            break  # built, but wraps another model or holds no blocks: not a base model, whatever its config
+    tried = f" (no tiny config builds {'; '.join(failures)})" if failures else ""
+    raise LookupError(
+        f"{module_name}: no base model with a ModuleList of blocks and a past_key_values argument{tried}"
+    )
 
 
 def matching_classes(original: ModelClasses, module) -> ModelClasses:

@@ -6,7 +6,8 @@ Two kinds of model take encoder states (a :class:`CrossTarget` each):
   ``encoder_outputs=(states,)`` (``generate`` gets a ``BaseModelOutput``) so that the encoder is skipped and both models see
   the same states, whatever the encoder's own inputs are (token ids, speech features, pixels);
 - ``causal``: a causal-LM head whose forward takes ``encoder_hidden_states`` (Bert, TrOCR, XGLM, BartForCausalLM
-  as the decoder of an EncoderDecoderModel), built with ``is_decoder`` and ``add_cross_attention`` on.
+  as the decoder of an EncoderDecoderModel), built with ``is_decoder`` and ``add_cross_attention`` on; in a file
+  without such a head, the base model that takes them (a Bert-style text model of a vision-and-text file).
 
 The encoder states are random (seeded), as wide as the decoder's cross-attention expects.
 """
@@ -75,8 +76,7 @@ def cross_targets(original: ModelClasses, migrated: ModelClasses) -> list[CrossT
     targets = []
     if original.seq2seq_class is not None and migrated.seq2seq_class is not None:
         targets.append(CrossTarget("seq2seq", _as_model(original, "seq2seq"), _as_model(migrated, "seq2seq")))
-    head = original.head_class
-    if head is not None and migrated.head_class is not None and "encoder_hidden_states" in forward_params(head):
+    if _decoder_over_encoder(original) and _decoder_over_encoder(migrated):
         changes = {"is_decoder": True}
         if hasattr(tiny_config(original.config_class), "add_cross_attention"):
             changes["add_cross_attention"] = True
@@ -84,13 +84,16 @@ def cross_targets(original: ModelClasses, migrated: ModelClasses) -> list[CrossT
     return targets
 
 
+def _decoder_over_encoder(classes: ModelClasses) -> bool:
+    """The model driven on ``input_ids`` (the causal head, else the base model of a file without one, as a text
+    model of a vision-and-text file) also takes encoder states: a Bert-style decoder."""
+    return classes.decoder_only and "encoder_hidden_states" in forward_params(classes.model_class)
+
+
 def decoder_changes(classes: ModelClasses) -> dict:
-    """Config changes that make a causal head which can take encoder states a decoder (Bert's LM head keeps no cache
-    unless ``config.is_decoder``): the decoder-only checks then drive its cache, without encoder states."""
-    head = classes.head_class
-    if head is not None and "encoder_hidden_states" in forward_params(head):
-        return {"is_decoder": True}
-    return {}
+    """Config changes that make a causal head (or base model) which can take encoder states a decoder (Bert's keep
+    no cache unless ``config.is_decoder``): the decoder-only checks then drive its cache, without encoder states."""
+    return {"is_decoder": True} if _decoder_over_encoder(classes) else {}
 
 
 def _as_model(classes: ModelClasses, kind: str) -> ModelClasses:

@@ -131,6 +131,11 @@ RULES = (
 
 DROPOUT_MARKS = ("pdrop", "dropout", "layerdrop")
 
+# A setting left unset whose choices the config lists: ``default_language=None`` with ``languages=["en_XX"]`` (X-MOD
+# refuses to run on token ids alone until a default is chosen). Any ``default_<name>`` that is None, beside a
+# non-empty list ``<name>s``, gets the list's first entry.
+DEFAULT_PREFIX, CHOICES_SUFFIX = "default_", "s"
+
 # The model type of an ``AutoConfig`` slot of a composite config that cannot be built empty (MusicGen's
 # ``MusicgenConfig()`` raises: it needs a text encoder, an audio encoder and a decoder config). The probe gives such
 # a slot a tiny config of this type; the decoder under test is the composite's own sub-config class.
@@ -139,7 +144,7 @@ SUB_CONFIG_TYPES = {"text_encoder": "t5", "audio_encoder": "encodec"}
 
 def tiny_overrides(values: dict) -> dict:
     """{attribute: tiny value} for the attributes in ``values`` (a config's ``vars``) that :data:`RULES` cover, plus
-    every float dropout set to 0."""
+    every float dropout set to 0 and every unset default that its config lists the choices of."""
     sizes = Sizes.of(values)
     overrides = {}
     for rule in RULES:
@@ -149,7 +154,20 @@ def tiny_overrides(values: dict) -> dict:
     for name, value in values.items():
         if any(mark in name for mark in DROPOUT_MARKS) and isinstance(value, float):
             overrides[name] = 0.0
+    overrides.update(_chosen_defaults(values))
     return overrides
+
+
+def _chosen_defaults(values: dict) -> dict:
+    """{``default_<name>``: first of ``<name>s``} for every such default that is None (see :data:`DEFAULT_PREFIX`)."""
+    chosen = {}
+    for name, value in values.items():
+        if value is not None or not name.startswith(DEFAULT_PREFIX):
+            continue
+        choices = values.get(name[len(DEFAULT_PREFIX) :] + CHOICES_SUFFIX)
+        if isinstance(choices, (list, tuple)) and choices:
+            chosen[name] = choices[0]
+    return chosen
 
 
 def tiny_config(config_class, *, attn: str = "eager", torchscript: bool = False, settings: dict | None = None):

@@ -213,10 +213,14 @@ def _generate(target, model, prompt, states, **kwargs):
 @check(needs_cross)
 def cross_generate(probe) -> str:
     """Greedy and 3-beam generate attending to shared encoder states give the same tokens, and the migrated
-    decoder is handed a Cache (unless the head's own generate() sets up none, as MusicGen's)."""
+    decoder is handed a Cache (unless the head's own generate() sets up none, as MusicGen's). Skipped for a base
+    model (no head to generate with)."""
     from transformers.cache_utils import Cache
 
     def run(target):
+        if target.orig.head_class is None:
+            # a base model (a Bert-style text model with no head in its file): nothing to generate with
+            raise CheckSkipped(f"{target.name} is a base model, not a generation head")
         original, migrated = probe.cross_pair(target)
         prompt = probe.ids(2, 2)
         prompt[:, 0] = 1

@@ -46,7 +46,7 @@ def return_dict_false(probe) -> str:
     out_o = original(input_ids=prompt, use_cache=True, return_dict=False)
     out_m = migrated(input_ids=prompt, use_cache=True, return_dict=False)
     expect_same(out_o, out_m, "no past: out")
-    given = clone(out_o[1])
+    given = clone(past(out_o))
     step_o = original(steps[0], past_key_values=clone(given), use_cache=True, return_dict=False)
     step_m = migrated(steps[0], past_key_values=clone(given), use_cache=True, return_dict=False)
     expect_same(step_o, step_m, "tuple past: out")
