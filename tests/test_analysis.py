@@ -29,6 +29,7 @@ class FlashAttn(Attn):
 
 def test_an_attention_chosen_by_a_conditional_or_a_table_makes_the_block():
     for build in (
+        "if flash:\n            self.attn = FlashAttn(config)\n        else:\n            self.attn = Attn(config)",  # BigBird
         "self.attn = Attn(config) if not flash else FlashAttn(config)",
         "self.attn = (Attn if not flash else FlashAttn)(config)",
         "self.attn = CLASSES[config._attn_implementation](config)",
