@@ -828,6 +828,8 @@ def test_rename_parameter_reports_a_clash():
         ("pass_argument", {"name": "p", "target_role": "head"}, "params.target_role"),
         ("add_method", {"template": "x = 1"}, "params.template"),
         ("rename_parameter", {"old": "a", "new": "b", "deprecate": True}, "params.version"),
+        ("refuse_passed_with", {"pattern": "x = 1", "keywords": ["k"], "message": "m"}, "params.patterns"),
+        ("refuse_passed_with", {"pattern": "{value} = 1", "keywords": "k", "message": "m"}, "params.keywords"),
     ],
 )
 def test_bad_parameters_are_rule_errors_naming_the_key(action, params, key):
