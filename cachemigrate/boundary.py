@@ -22,17 +22,12 @@ import libcst as cst
 import libcst.matchers as m
 
 from .analysis import ModuleInfo
-from .uses import GUARD_TYPES
+from .uses import CACHE_GUARD
 from .conversions import Unconvertible, attention_filters, model_filters
 from .converters import Converter, converter_calls, find_converters
 from .layout import Layout, TensorLayout, Unknown, attention_layout
 from .patterns import code_of
 from .ranks import RankScope
-
-_CACHE_CHECK = m.Call(
-    func=m.Name("isinstance"), args=[m.Arg(), m.Arg(m.Name(m.MatchIfTrue(lambda name: name in GUARD_TYPES)))]
-)
-
 
 @dataclasses.dataclass
 class FileLayout:
@@ -50,7 +45,7 @@ def file_layout(info: ModuleInfo, views, presents: str | None) -> FileLayout:
     calls = {f"self.{name}" for name in result.converters}
     result.predicates["?converter"] = lambda node: code_of(node) in calls
     # a test that does not already ask whether something is a Cache (a rule that adds that test stays idempotent)
-    result.predicates["?no_cache_check"] = lambda node: not m.findall(node, _CACHE_CHECK)
+    result.predicates["?no_cache_check"] = lambda node: not m.findall(node, CACHE_GUARD)
     try:
         inside = _inside(info, views)
         boundary, entry, exit_ = _boundary(info, inside, result.converters)

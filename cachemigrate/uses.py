@@ -24,6 +24,10 @@ CONSUMING_BUILTINS = frozenset(
 )
 CHECKING_BUILTINS = frozenset({"isinstance", "type", "hasattr", "getattr", "id"})
 GUARD_TYPES = frozenset({"Cache", "DynamicCache", "StaticCache", "EncoderDecoderCache"})
+# `isinstance(x, Cache)` and the like: code guarded by it already handles a Cache
+CACHE_GUARD = m.Call(
+    func=m.Name("isinstance"), args=[m.Arg(), m.Arg(m.Name(m.MatchIfTrue(lambda name: name in GUARD_TYPES)))]
+)
 # Attributes that only a Cache object has (a tuple or a tensor has none of them).
 CACHE_ONLY_ATTRIBUTES = frozenset(
     {

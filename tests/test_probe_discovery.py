@@ -164,9 +164,17 @@ def test_a_head_that_needs_more_than_tokens_gives_way_to_the_text_decoder_of_the
     assert classes.head_class is module.TextForCausalLM and classes.config_class is module.TextConfig
 
 
-def test_when_no_head_runs_on_tokens_alone_the_one_with_fewest_parameters_is_reported():
+def test_when_no_head_runs_on_tokens_alone_or_with_side_inputs_the_one_with_fewest_parameters_is_reported():
     module = _multimodal_module("cm_toy_picture_only")
     del module.TextForCausalLM
+    picture_forward = module.ForPictureToText.forward
+
+    def forward(self, pixel_values=None, input_ids=None, past_key_values=None, use_cache=None, image_embeds=None):
+        if image_embeds is None:  # a side input the probe cannot make
+            raise ValueError("You have to specify `image_embeds`")
+        return picture_forward(self, pixel_values, input_ids, past_key_values, use_cache)
+
+    module.ForPictureToText.forward = forward
     classes = discover(module)
     assert classes.head_class is module.ForPictureToText
 

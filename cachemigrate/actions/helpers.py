@@ -5,9 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable, Mapping
 
 import libcst as cst
-import libcst.matchers as m
 
-from ..uses import GUARD_TYPES
 
 if TYPE_CHECKING:
     from ..schema import Checker, Rule
@@ -16,12 +14,6 @@ if TYPE_CHECKING:
 
 # `{name|test}` in a pattern: the capture must pass the engine's test (bound as "?test")
 PREDICATES = frozenset({"converter", "no_cache_check"})
-
-# `isinstance(x, Cache)` and the like: code guarded by it already handles a Cache
-CACHE_GUARD = m.Call(
-    func=m.Name("isinstance"), args=[m.Arg(), m.Arg(m.Name(m.MatchIfTrue(lambda name: name in GUARD_TYPES)))]
-)
-
 
 def depth_of(function_qualname: str | None) -> int:
     """Indentation depth of a top-level statement in a function body (method: 2, function: 1)."""

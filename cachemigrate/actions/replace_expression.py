@@ -15,7 +15,8 @@ from ..patterns import (
     match_statements,
 )
 from .base import Action, Planner, captured_nodes
-from .helpers import CACHE_GUARD, check_templates, rule_templates
+from ..uses import CACHE_GUARD
+from .helpers import check_templates, rule_templates
 from .scope import PARAM as INSIDE_IF, IfScope, check_inside_if
 
 # expressions that bind more loosely than an operand: where the match was an operand, the replacement gets

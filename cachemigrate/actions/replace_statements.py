@@ -11,7 +11,8 @@ import libcst.matchers as m
 
 from ..patterns import TemplateError, compile_statements, holes, match_statements
 from .base import Action, Planner, captured_nodes
-from .helpers import CACHE_GUARD, check_templates, filled_and_formatted, rule_templates, statement_reformatter
+from ..uses import CACHE_GUARD
+from .helpers import check_templates, filled_and_formatted, rule_templates, statement_reformatter
 from .preserve import preserve
 from .scope import PARAM as INSIDE_IF, IfScope, check_inside_if
 

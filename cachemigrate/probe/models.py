@@ -11,6 +11,7 @@ import copy
 import inspect
 from dataclasses import dataclass
 
+from .side_inputs import IMAGE_LAYOUTS, image_layout, with_side_inputs
 from .tiny import tiny_config, vocab_of
 
 
@@ -109,16 +110,29 @@ def _text_head(causal: list[type]) -> type:
     """The causal head to drive: the one with the fewest forward parameters that a tiny config builds and that
     runs on ``input_ids`` alone. A multimodal head that needs ``pixel_values`` (Kosmos-2's
     ``Kosmos2ForConditionalGeneration``) gives way to the text decoder of the same file, built from its own config
-    class (``Kosmos2TextForCausalLM``, ``Kosmos2TextConfig``). When none runs, the first, so that its error is the
-    one reported."""
+    class (``Kosmos2TextForCausalLM``, ``Kosmos2TextConfig``). A file with no such decoder (IDEFICS) gets its head
+    with side inputs filled in (:func:`.side_inputs.with_side_inputs`). When none runs, the first, so that its error
+    is the one reported."""
     ordered = sorted(causal, key=lambda c: len(_forward_params(c)))
     for cls in ordered:
-        try:
-            _runs_on_tokens(_head_config(cls)[1])
-        except Exception:  # noqa: BLE001 - this head needs more than tokens: try the next one
-            continue
-        return cls
+        if _runs(cls):
+            return cls
+    for cls in ordered:  # no head runs on tokens alone (IDEFICS): one that runs with side inputs (see .side_inputs)
+        for layout in IMAGE_LAYOUTS:
+            adapted = with_side_inputs(cls, layout)
+            if adapted is cls:
+                break
+            if _runs(adapted):
+                return adapted
     return ordered[0]
+
+
+def _runs(cls) -> bool:
+    try:
+        _runs_on_tokens(_head_config(cls)[1])
+    except Exception:  # noqa: BLE001 - this head needs more than tokens
+        return False
+    return True
 
 
 def with_input_ids(cls) -> type:
@@ -172,6 +186,8 @@ def matching_classes(original: ModelClasses, module) -> ModelClasses:
     """The migrated module's classes: the same names as the original's, else discovered afresh."""
     try:
         head = getattr(module, original.head_class.__name__) if original.head_class else None
+        layout = image_layout(original.head_class) if original.head_class else None
+        head = with_side_inputs(head, layout) if layout else head  # the same side inputs as the original's head
         base = getattr(module, original.base_class.__name__)
         base = base if head else with_input_ids(base)
         seq2seq = getattr(module, original.seq2seq_class.__name__) if original.seq2seq_class else None

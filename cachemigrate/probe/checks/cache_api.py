@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..compare import CheckFailed, clone, expect_same, kind, logits, past
-from ..context import PROMPT_LEN, STEPS
+from ..context import PROMPT_LEN
 from .common import call_under_test
 from .registry import check, needs_decoder_only
 

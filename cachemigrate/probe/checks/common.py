@@ -6,6 +6,7 @@ import contextlib
 
 from ..compare import CheckFailed, one_line
 from ..context import MAX_NEW_TOKENS
+from ..side_inputs import side_inputs_for
 
 
 def call_under_test(function, *args, **kwargs):
@@ -18,11 +19,13 @@ def call_under_test(function, *args, **kwargs):
 
 
 def generate(model, ids, mask=None, **kwargs):
-    """Greedy (or ``num_beams``) generate of MAX_NEW_TOKENS tokens, pad id 0."""
+    """Greedy (or ``num_beams``) generate of MAX_NEW_TOKENS tokens, pad id 0. A head the probe drives with side
+    inputs (see :mod:`..side_inputs`) gets them for the prompt as well: its own generation hooks carry them on."""
     import torch
 
     if mask is None:
         mask = torch.ones_like(ids)
+    kwargs = {**side_inputs_for(type(model), model.config, ids), **kwargs}
     kwargs.setdefault("num_beams", 1)
     return model.generate(
         ids, attention_mask=mask, max_new_tokens=MAX_NEW_TOKENS, do_sample=False, pad_token_id=0, **kwargs
