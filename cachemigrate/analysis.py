@@ -222,9 +222,11 @@ class _Structure:
                     cls.module_lists[attr] = appended[holder]
                 continue
             classes = self._built_classes(assign.value)
-            if classes:
-                cls.submodules[attr] = classes[0]
-                cls.choices[attr] = classes
+            if classes:  # an attribute built in several branches (BigBird's `self.self`) may hold any of them
+                cls.submodules.setdefault(attr, classes[0])
+                cls.choices[attr] = cls.choices.get(attr, []) + [
+                    c for c in classes if c not in cls.choices.get(attr, [])
+                ]
 
     def _appended(self, init: cst.FunctionDef) -> dict[str, str]:
         """``holder.append(Cls(...))`` calls in a loop of ``init``: holder code (``self.layers``, ``layers``) ->

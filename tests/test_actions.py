@@ -692,6 +692,47 @@ def test_thread_layer_idx_reports_a_loop_target_that_is_not_one_name():
     assert "for i, _ in enumerate(range(config.n_layer))]" in code
 
 
+REBUILD = """
+    def set_config(self, config):
+        self.config = config
+        self.attn = Attn(config)
+"""
+
+
+def test_thread_layer_idx_gives_an_attention_rebuilt_by_its_block_the_blocks_index():
+    source = model().replace("        self.attn = Attn(config)\n", "        self.attn = Attn(config)\n" + REBUILD, 1)
+    code, changes, diagnostics = run(source, THREAD)
+    assert diagnostics == []
+    assert "        self.attn = Attn(config, layer_idx=layer_idx)\n        self.layer_idx = layer_idx\n" in code
+    assert "        self.attn = Attn(config, layer_idx=self.layer_idx)\n" in code
+    again, changes, _ = run(code, THREAD)
+    assert changes == 0 and again == code
+
+
+def test_thread_layer_idx_leaves_a_rebuilt_module_that_takes_no_cache_alone():
+    source = model().replace("        self.attn = Attn(config)\n", "        self.attn = Attn(config)\n" + REBUILD, 1)
+    source = source.replace(
+        "        self.attn = Attn(config)\n\n    def forward", "        self.attn = nn.Linear(4, 4)\n\n    def forward"
+    )
+    code, _, diagnostics = run(source, THREAD)
+    assert diagnostics == []
+    assert "        self.attn = nn.Linear(4, 4)\n" in code
+    assert "self.layer_idx = layer_idx\n        self.attn = Attn" not in code
+    block = code[code.index("class Block") : code.index("class TinyPreTrainedModel")]
+    assert "self.layer_idx" not in block  # the block rebuilds nothing that caches: it stores no index
+
+
+def test_thread_layer_idx_refuses_an_attention_rebuilt_where_no_layer_index_is_held():
+    rebuild = "    def reset_first(self):\n        self.h[0].attn = Attn(self.config)\n\n    def forward(self, x, past_key_values"
+    source = model().replace("    def forward(self, x, past_key_values", rebuild, 1)
+    code, _, diagnostics = run(source, THREAD)
+    line = source.splitlines().index("        self.h[0].attn = Attn(self.config)") + 1
+    assert len(diagnostics) == 1
+    assert diagnostics[0].startswith(f"inline.py:{line}:")
+    assert "TinyModel.reset_first builds Attn(...) outside `__init__`" in diagnostics[0]
+    assert "        self.h[0].attn = Attn(self.config)\n" in code
+
+
 # ------------------------------------------------------------------------------------------------------------------
 # pass_argument, add_method, rename_parameter (static and upstream tiers)
 # ------------------------------------------------------------------------------------------------------------------
@@ -787,6 +828,8 @@ def test_rename_parameter_reports_a_clash():
         ("pass_argument", {"name": "p", "target_role": "head"}, "params.target_role"),
         ("add_method", {"template": "x = 1"}, "params.template"),
         ("rename_parameter", {"old": "a", "new": "b", "deprecate": True}, "params.version"),
+        ("refuse_passed_with", {"pattern": "x = 1", "keywords": ["k"], "message": "m"}, "params.patterns"),
+        ("refuse_passed_with", {"pattern": "{value} = 1", "keywords": "k", "message": "m"}, "params.keywords"),
     ],
 )
 def test_bad_parameters_are_rule_errors_naming_the_key(action, params, key):

@@ -29,6 +29,7 @@ class FlashAttn(Attn):
 
 def test_an_attention_chosen_by_a_conditional_or_a_table_makes_the_block():
     for build in (
+        "if flash:\n            self.attn = FlashAttn(config)\n        else:\n            self.attn = Attn(config)",  # BigBird
         "self.attn = Attn(config) if not flash else FlashAttn(config)",
         "self.attn = (Attn if not flash else FlashAttn)(config)",
         "self.attn = CLASSES[config._attn_implementation](config)",
@@ -47,6 +48,34 @@ class Block(nn.Module):
         info = info_of(source)
         assert info.roles["block"] == ["Block"], build
         assert set(info.classes["Block"].choices["attn"]) == {"Attn", "FlashAttn"}, build
+
+
+def test_an_attention_built_in_one_branch_of_init_and_a_non_caching_module_in_another_makes_the_block():
+    """BigBird: `if full: self.self = SelfAttention(config)` / `elif sparse: self.self = SparseAttention(...)`; the
+    last branch takes no cache, the first does: the holder is still a block, and both classes are kept."""
+    source = ATTENTION + """
+
+class Sparse(nn.Module):
+    def forward(self, x):
+        return x
+
+
+class Block(nn.Module):
+    def __init__(self, config):
+        if config.full:
+            self.attn = Attn(config)
+        elif config.sparse:
+            self.attn = Sparse()
+        else:
+            raise ValueError(config)
+
+    def forward(self, x, layer_past=None):
+        return self.attn(x, layer_past=layer_past)
+"""
+    info = info_of(source)
+    assert info.roles["block"] == ["Block"]
+    assert info.classes["Block"].choices["attn"] == ["Attn", "Sparse"]
+    assert info.classes["Block"].submodules["attn"] == "Attn"
 
 
 def test_blocks_are_found_through_a_wrapper_around_the_attention():

@@ -5,7 +5,9 @@ Layout of ``fixtures/4.52/<RULE_ID>/``:
 
 * ``before.py`` / ``after.py`` and ``<variant>_before.py`` / ``<variant>_after.py``: ``after`` is the exact
   output of running only that rule on ``before``;
-* ``<variant>_nomatch.py``: code the rule must not touch (byte for byte, zero changes).
+* ``<variant>_nomatch.py``: code the rule must not touch (byte for byte, zero changes);
+* ``refused.py`` / ``<variant>_refused.py``: code a refusing rule (an action that only reports, ``REFUSES``)
+  reports, at a line of its own, and leaves unchanged. Such a rule has these instead of a before/after pair.
 
 ``fixtures/4.52/full/before.py`` / ``after.py``: the whole dynamic tier through ``migrate_source``.
 """
@@ -15,6 +17,7 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
+from cachemigrate.actions import ACTIONS
 from cachemigrate.analysis import analyze
 from cachemigrate.engine import Options, apply_rules, migrate_source
 from cachemigrate.rules import RuleError, load_ruleset
@@ -33,6 +36,7 @@ PAIRS = [
     pytest.param(b, a, id=f"{b.parent.name}/{b.name}") for d in sorted(FIXTURES.glob("CM*")) for b, a in _pairs(d)
 ]
 NOMATCH = [pytest.param(p, id=f"{p.parent.name}/{p.name}") for p in sorted(FIXTURES.glob("CM*/*_nomatch.py"))]
+REFUSED = [pytest.param(p, id=f"{p.parent.name}/{p.name}") for p in sorted(FIXTURES.glob("CM*/*refused.py"))]
 
 
 def run_rule(rule_id: str, code: str, path: str = "fixture.py"):
@@ -45,6 +49,9 @@ def run_rule(rule_id: str, code: str, path: str = "fixture.py"):
 
 @pytest.mark.parametrize("rule_id", sorted(RULES))
 def test_every_rule_has_a_before_after_pair(rule_id):
+    if ACTIONS[RULES[rule_id].action].REFUSES:
+        assert sorted((FIXTURES / rule_id).glob("*refused.py")), f"{rule_id} refuses: it needs a refused.py fixture"
+        return
     pairs = _pairs(FIXTURES / rule_id)
     assert pairs, f"rules/4.52/{rule_id}.toml has no fixtures/4.52/{rule_id}/before.py"
     for before, after in pairs:
@@ -58,7 +65,7 @@ def test_fixture_directories_name_existing_rules():
 
 def test_fixture_files_follow_the_naming_scheme():
     for path in FIXTURES.glob("CM*/*.py"):
-        assert path.name.endswith(("before.py", "after.py", "_nomatch.py")), path
+        assert path.name.endswith(("before.py", "after.py", "_nomatch.py", "refused.py")), path
         if path.name.endswith("after.py"):
             assert path.with_name(path.name[: -len("after.py")] + "before.py").is_file(), f"{path} has no before"
 
@@ -88,6 +95,15 @@ def test_rule_alone_leaves_nomatch_untouched(path):
     migrated, applied, _ = run_rule(path.parent.name, code, str(path))
     assert applied == {}
     assert migrated == code
+
+
+@pytest.mark.parametrize("path", REFUSED)
+def test_refusing_rule_alone_reports_and_leaves_the_code_unchanged(path):
+    code = path.read_text()
+    migrated, applied, diagnostics = run_rule(path.parent.name, code, str(path))
+    assert applied == {} and migrated == code
+    assert diagnostics and {d.code for d in diagnostics} == {path.parent.name}
+    assert all(d.line > 1 for d in diagnostics)  # at the construct, not at the top of the file
 
 
 # ------------------------------------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from .base import Action, ActionContext
 from .drop_import import DropImport
 from .insert_statements import InsertStatements
 from .pass_argument import PassArgument
+from .refuse_passed_with import RefusePassedWith
 from .rename_parameter import RenameParameter
 from .replace_class_statements import ReplaceClassStatements
 from .replace_expression import ReplaceExpression
@@ -27,6 +28,7 @@ ACTIONS: dict[str, type[Action]] = {
         SetClassAttribute,
         ThreadLayerIdx,
         PassArgument,
+        RefusePassedWith,
         AddMethod,
         RenameParameter,
         AddBaseClass,

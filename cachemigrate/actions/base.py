@@ -50,6 +50,7 @@ class Action:
     name: ClassVar[str]
     # parameter -> (python type, required, what is expected: for error messages)
     PARAMS: ClassVar[Mapping[str, tuple[type, bool, str]]] = {}
+    REFUSES: ClassVar[bool] = False  # the action only reports (a precondition no rewrite can keep), never edits
 
     @classmethod
     def validate(cls, rule: "Rule", check: "Checker") -> None:

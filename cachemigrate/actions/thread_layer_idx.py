@@ -3,7 +3,11 @@
 * attention ``__init__``: gains ``layer_idx=None`` (at the end) and stores ``self.layer_idx = layer_idx``;
 * block ``__init__``: gains ``layer_idx=None`` and passes ``layer_idx=layer_idx`` to the attention it builds;
 * base model ``__init__``: the ``nn.ModuleList([Block(...) for i in range(n)])`` passes ``layer_idx=i``
-  (a ``_`` loop variable is renamed to ``layer_idx``).
+  (a ``_`` loop variable is renamed to ``layer_idx``);
+* an attention or block rebuilt in another method of an attention or block (BigBird's ``set_attention_type``
+  swaps ``self.self`` for a new ``BigBirdSelfAttention(self.config)``) gets ``layer_idx=self.layer_idx``, and the
+  class stores ``self.layer_idx`` in its ``__init__``; a rebuild anywhere else (a model's method, a function) cannot
+  be given the index and is reported: the rebuilt attention would update the cache at layer ``None``.
 
 Parts that already carry the index are left alone."""
 
@@ -39,6 +43,8 @@ def _has_keyword(call: cst.Call, name: str) -> bool:
 
 
 class _Planner(Planner):
+    VISIT_EVERYTHING = True  # a rebuild outside `__init__` must be seen whatever functions the rule names
+
     def __init__(self, action: ThreadLayerIdx) -> None:
         super().__init__(action)
         self.name = action.param("name", "layer_idx")
@@ -52,6 +58,44 @@ class _Planner(Planner):
 
     def _callee(self, call: cst.Call) -> str:
         return code_of(call.func)
+
+    def _rebuilt_in(self, cls: str) -> bool:
+        """A method of ``cls`` other than ``__init__`` builds an attention or a block (without ``layer_idx``)."""
+        info = self.ctx.info.classes.get(cls)
+        inner = self.attention | self.blocks
+        return info is not None and any(
+            code_of(call.func) in inner and not _has_keyword(call, self.name)
+            for name, method in info.methods.items()
+            if name != "__init__"
+            for call in m.findall(method.node, m.Call())
+        )
+
+    def _rebuild(self, node: cst.Call) -> None:
+        """An attention or block built outside ``__init__``: in a method of an attention or block (which gets
+        the index in its ``__init__``) it gets ``layer_idx=self.layer_idx``; anywhere else it is reported."""
+        cls, name = self.current_class, self.name
+        info = self.ctx.info.classes.get(cls) if cls is not None else None
+        method = info.methods.get(self.current_function.split(".")[-1]) if info is not None else None
+        if (
+            cls in self.attention | self.blocks
+            and "__init__" in info.methods
+            and len(self.function_stack) == 1
+            and method is not None
+            and method.params[:1] == ["self"]
+        ):
+            self.action.changes += 1
+            value = cst.Attribute(cst.Name("self"), cst.Name(name))
+            self.replace(node, lambda updated, _: _with_keyword(updated, name, value), reformat=True)
+            return
+        where = f"{self.current_function}" if self.current_function else "module level code"
+        self.action.ctx.error(
+            self.action.rule,
+            self.current_function,
+            f"cannot give the attention built here its layer index: {where} builds {self._callee(node)}(...) "
+            f"outside `__init__` and the cache needs each layer's index, which only the `__init__` of an attention "
+            f"or a block receives; build it with `{name}=` the index of the layer it belongs to, or only in `__init__`",
+            node,
+        )
 
     def _builds(self, node: cst.Call, classes: set[str]) -> bool:
         """The call builds a module of one of ``classes``: ``Attention(...)``, or ``self.attr = TABLE[key](...)``
@@ -102,6 +146,10 @@ class _Planner(Planner):
         if self._in_init(self.models):
             self._appended_in_loop(node)
         inner = self.attention | self.blocks  # a block may hold an attention or another block (a wrapper)
+        outside_init = self.current_function is None or self.function_stack[0].split(".")[-1] != "__init__"
+        if outside_init and self._callee(node) in inner and not _has_keyword(node, self.name):
+            self._rebuild(node)
+            return
         if self._in_init(self.blocks) and self._builds(node, inner) and not _has_keyword(node, self.name):
             self.action.changes += 1
             name = self.name
@@ -145,8 +193,7 @@ class _Planner(Planner):
         if not has_parameter(node.params, name):
             self.action.changes += 1
             self.replace(node.params, lambda updated, _: add_parameter(updated, name, "None"), reformat=True)
-        if self.current_class in self.attention and not m.findall(
-            node, m.AssignTarget(m.Attribute(m.Name("self"), m.Name(name)))
-        ):
+        stores = self.current_class in self.attention or self._rebuilt_in(self.current_class)
+        if stores and not m.findall(node, m.AssignTarget(m.Attribute(m.Name("self"), m.Name(name)))):
             self.action.changes += 1
             self.insert(node.body, len(node.body.body), [cst.parse_statement(f"self.{name} = {name}\n")])
