@@ -692,6 +692,25 @@ def test_thread_layer_idx_reports_a_loop_target_that_is_not_one_name():
     assert "for i, _ in enumerate(range(config.n_layer))]" in code
 
 
+def test_thread_layer_idx_sees_an_index_the_block_already_takes_by_position():
+    # InstructBLIP's Q-Former: `QFormerLayer(config, layer_idx)`; before, a second `layer_idx=` made a TypeError
+    source = (
+        model()
+        .replace(
+            "    def __init__(self, config):\n        super().__init__()\n        self.attn = Attn(config)\n",
+            "    def __init__(self, config, layer_idx):\n        super().__init__()\n        self.attn = Attn(config)\n"
+            "        self.layer_idx = layer_idx\n",
+        )
+        .replace("[Block(config) for i in range(config.n_layer)]", "[Block(config, i) for i in range(config.n_layer)]")
+    )
+    code, changes, diagnostics = run(source, THREAD)
+    assert diagnostics == []
+    assert "[Block(config, i) for i in range(config.n_layer)]" in code  # no second layer index
+    assert "        self.attn = Attn(config, layer_idx=layer_idx)\n" in code
+    assert code.count("self.layer_idx = layer_idx") == 2  # the block's own, and the attention's new one
+    assert changes == 3  # attention: parameter + store; block: keyword to the attention
+
+
 REBUILD = """
     def set_config(self, config):
         self.config = config

@@ -42,6 +42,20 @@ def _has_keyword(call: cst.Call, name: str) -> bool:
     return any(a.keyword is not None and a.keyword.value == name for a in call.args)
 
 
+def _passes(call: cst.Call, name: str, classes: dict) -> bool:
+    """``call`` already hands the built class its ``name``: by keyword, or by position where the class's own
+    ``__init__`` of the file takes it (InstructBLIP's ``QFormerLayer(config, layer_idx)``)."""
+    if _has_keyword(call, name):
+        return True
+    owner = classes.get(code_of(call.func))
+    init = owner.methods.get("__init__") if owner is not None else None
+    params = init.params[1:] if init is not None and init.params[:1] == ["self"] else []
+    if name not in params:
+        return False
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    return len(positional) > params.index(name)
+
+
 class _Planner(Planner):
     VISIT_EVERYTHING = True  # a rebuild outside `__init__` must be seen whatever functions the rule names
 
@@ -64,7 +78,7 @@ class _Planner(Planner):
         info = self.ctx.info.classes.get(cls)
         inner = self.attention | self.blocks
         return info is not None and any(
-            code_of(call.func) in inner and not _has_keyword(call, self.name)
+            code_of(call.func) in inner and not _passes(call, self.name, self.ctx.info.classes)
             for name, method in info.methods.items()
             if name != "__init__"
             for call in m.findall(method.node, m.Call())
@@ -118,7 +132,7 @@ class _Planner(Planner):
         if not m.matches(node, m.Call(func=m.Attribute(attr=m.Name("append")), args=[m.Arg(m.Call())])):
             return
         block = node.args[0].value
-        if self._callee(block) not in self.blocks or _has_keyword(block, self.name):
+        if self._callee(block) not in self.blocks or _passes(block, self.name, self.ctx.info.classes):
             return
         loop = next((n for n in reversed(self.stack) if isinstance(n, cst.For)), None)
         if (
@@ -147,10 +161,14 @@ class _Planner(Planner):
             self._appended_in_loop(node)
         inner = self.attention | self.blocks  # a block may hold an attention or another block (a wrapper)
         outside_init = self.current_function is None or self.function_stack[0].split(".")[-1] != "__init__"
-        if outside_init and self._callee(node) in inner and not _has_keyword(node, self.name):
+        if outside_init and self._callee(node) in inner and not _passes(node, self.name, self.ctx.info.classes):
             self._rebuild(node)
             return
-        if self._in_init(self.blocks) and self._builds(node, inner) and not _has_keyword(node, self.name):
+        if (
+            self._in_init(self.blocks)
+            and self._builds(node, inner)
+            and not _passes(node, self.name, self.ctx.info.classes)
+        ):
             self.action.changes += 1
             name = self.name
             self.replace(node, lambda updated, _: _with_keyword(updated, name, cst.Name(name)), reformat=True)
@@ -159,7 +177,7 @@ class _Planner(Planner):
         if not self._in_init(self.models) or not isinstance(node.elt, cst.Call):
             return
         call = node.elt
-        if self._callee(call) not in self.blocks or _has_keyword(call, self.name):
+        if self._callee(call) not in self.blocks or _passes(call, self.name, self.ctx.info.classes):
             return
         target = node.for_in.target
         if not isinstance(target, cst.Name) or node.for_in.inner_for_in is not None:
