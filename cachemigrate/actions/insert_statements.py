@@ -161,7 +161,11 @@ class InsertStatements(Action):
             if none_safe and move_after_block(edits, insert, reads, cache, names):
                 continue
             for name in names:
-                late = [stmt for stmt in body[first : insert.index] if _assigns(stmt, name)]
+                late = [
+                    stmt
+                    for stmt in body[first : insert.index]
+                    if _assigns(stmt, name) and not _hands_no_cache_there(stmt, name, cache)
+                ]
                 if late:
                     read = f"line {self.ctx.locate(body[first])[0]}, which the migration makes read `{cache}`"
                     node, words = _late_assignment(late[-1], name, cache, read, self.ctx.locate)
@@ -264,7 +268,10 @@ class _Planner(Planner):
         for name in action.param("after_assignments", []):
             if _reads(cst.parse_module(to_python(template)), name) and not _binds(node, name):
                 return None  # the block reads a name the function lacks (an attention with no cross flag)
-            late = next((i for i, s in enumerate(body) if _assigns(s, name)), None)
+            late = next(
+                (i for i, s in enumerate(body) if _assigns(s, name) and not _hands_no_cache_there(s, name, cache)),
+                None,
+            )
             if late is not None and late >= first_use:
                 if not isinstance(body[late], cst.For):  # a plain late assignment: the message says so
                     self.ctx.error(
@@ -285,6 +292,35 @@ class _Planner(Planner):
                 )
                 return None
         return first_use
+
+
+def _hands_no_cache_there(stmt: cst.CSTNode, name: str, cache: str) -> bool:
+    """``stmt`` is the loop over the blocks, and each assignment of ``name`` in it sits in an ``if`` (or ``else``)
+    branch whose whole outermost branch in the loop mentions neither the cache nor a per-layer past taken from it:
+    BLIP-2's Q-Former turns caching off in the branch that runs the block under gradient checkpointing WITHOUT its
+    past. A cache set up before the loop is then never handed to a block that runs twice, and the set-up may come
+    first. (Bloom's checkpointed call hands the block its past: that stays refused.)"""
+    if not isinstance(stmt, cst.For):
+        return False
+    derived = {cache}  # and the per-layer past taken from it (`past_key_value = past_key_values[i] if ...`)
+    for assign in m.findall(stmt.body, m.Assign()):
+        if _reads(assign.value, cache):
+            derived |= {n.value for t in assign.targets for n in m.findall(t.target, m.Name())}
+    assignment = m.AssignTarget(m.Name(name)) | m.AugAssign(target=m.Name(name))
+    every = m.findall(stmt.body, assignment)
+    branches = [(n.body, m.findall(n.body, assignment)) for n in m.findall(stmt.body, m.If() | m.Else())]
+
+    def outermost(node):
+        holding = [body for body, found in branches if any(f is node for f in found)]
+        within = {
+            id(inner) for outer in holding for inner in m.findall(outer, m.IndentedBlock()) if inner is not outer
+        }
+        return next((body for body in holding if id(body) not in within), None)
+
+    def safe(branch) -> bool:
+        return branch is not None and not any(_reads(branch, known) for known in derived)
+
+    return bool(every) and all(safe(outermost(node)) for node in every)
 
 
 def _holds_any(stmt: cst.CSTNode, nodes: set) -> bool:
