@@ -97,7 +97,7 @@ def test_a_probe_that_cannot_run_is_not_counted_as_a_divergence():
         return Row(migration, "mine", probe)
 
     rows = [
-        row("a", "migrated", ProbeOutcome({"logits_no_cache": ("pass", "")})),
+        row("a", "migrated", ProbeOutcome({"tuple_cache_stepwise": ("pass", "")})),
         row("b", "migrated", ProbeOutcome({"logits_no_cache": ("fail", "logits differ")})),
         row("c", "migrated", ProbeOutcome({"setup": ("setup-error", "the original cannot run")})),
         row("d", "migrated", ProbeOutcome({}, "the probe did not finish in 9s")),
@@ -110,12 +110,22 @@ def test_a_probe_that_cannot_run_is_not_counted_as_a_divergence():
 
 
 def test_a_check_the_original_cannot_run_does_not_apply_but_a_probe_that_compared_nothing_proves_nothing():
-    compared = ProbeOutcome({"logits_no_cache": ("pass", ""), "encoder_decoder_model": ("setup-error", "both raise")})
+    stepwise = {"tuple_cache_stepwise": ("pass", "")}
+    compared = ProbeOutcome({**stepwise, "encoder_decoder_model": ("setup-error", "both raise")})
+    seq2seq = ProbeOutcome(
+        {"tuple_cache_stepwise": ("skip", "driven by the cross_* checks"), "cross_tuple_stepwise": ("pass", "")}
+    )
     nothing = ProbeOutcome({"logits_no_cache": ("setup-error", "both raise"), "sdpa": ("skip", "no sdpa")})
     only_skips = ProbeOutcome({"sdpa": ("skip", "no sdpa")})
-    diverged = ProbeOutcome({"logits_no_cache": ("pass", ""), "generate_greedy": ("fail", "tokens differ")})
-    assert [p.verdict for p in (compared, nothing, only_skips, diverged)] == [
+    # what the migration changed never ran: the original cannot take a cached step (ESM), whatever else passed
+    no_cached_step = ProbeOutcome(
+        {"logits_no_cache": ("pass", ""), "tuple_cache_stepwise": ("setup-error", "both raise")}
+    )
+    diverged = ProbeOutcome({**stepwise, "generate_greedy": ("fail", "tokens differ")})
+    assert [p.verdict for p in (compared, seq2seq, nothing, only_skips, no_cached_step, diverged)] == [
         "pass",
+        "pass",
+        "setup-error",
         "setup-error",
         "setup-error",
         "diverged",
@@ -133,7 +143,7 @@ def test_unreachable_cache_code_has_a_row_and_the_encoder_decoder_goal_counts_it
     untouched = Migration("9.9.9", "models/d/modeling_d.py", "d", "clean", False, [], [])  # no cache at all
     assert unreachable.migration.tuple_cache and not untouched.tuple_cache
     assert unreachable.outcome == "cache code not reachable, left unchanged"
-    rows = [row("a", "migrated", ProbeOutcome({"logits_no_cache": ("pass", "")})), row("b", "failed", None)]
+    rows = [row("a", "migrated", ProbeOutcome({"tuple_cache_stepwise": ("pass", "")})), row("b", "failed", None)]
     rows.append(unreachable)
     families = {"mine": family_table.Family("mine", "Mine", False, frozenset("abc"), "encoder-decoder")}
     (line,) = goal_lines(rows, families, ["9.9.9"], "encoder-decoder")
