@@ -295,32 +295,33 @@ class _Planner(Planner):
 
 
 def _hands_no_cache_there(stmt: cst.CSTNode, name: str, cache: str) -> bool:
-    """``stmt`` is the loop over the blocks, and each assignment of ``name`` in it sits in an ``if`` (or ``else``)
-    branch whose whole outermost branch in the loop mentions neither the cache nor a per-layer past taken from it:
-    BLIP-2's Q-Former turns caching off in the branch that runs the block under gradient checkpointing WITHOUT its
-    past. A cache set up before the loop is then never handed to a block that runs twice, and the set-up may come
-    first. (Bloom's checkpointed call hands the block its past: that stays refused.)"""
-    if not isinstance(stmt, cst.For):
+    """``stmt`` is the loop over the blocks, and ``name`` is assigned in it only in one branch of an ``if``/``else``
+    of the loop body that runs the block WITHOUT the cache, while only the other branch hands a block the cache (or
+    the per-layer past taken from it): BLIP-2's Q-Former turns caching off in the branch that runs the block under
+    gradient checkpointing without its past. A cache set up before the loop is then never handed to a block that
+    runs twice, nor to one that runs after caching went off, and the set-up may come first. (Bloom's checkpointed
+    call hands the block its past; an ``if`` that only turns caching off leaves the block that follows it the cache:
+    both stay refused.)"""
+    if not isinstance(stmt, cst.For) or not isinstance(stmt.body, cst.IndentedBlock):
         return False
-    derived = {cache}  # and the per-layer past taken from it (`past_key_value = past_key_values[i] if ...`)
-    for assign in m.findall(stmt.body, m.Assign()):
-        if _reads(assign.value, cache):
-            derived |= {n.value for t in assign.targets for n in m.findall(t.target, m.Name())}
     assignment = m.AssignTarget(m.Name(name)) | m.AugAssign(target=m.Name(name))
-    every = m.findall(stmt.body, assignment)
-    branches = [(n.body, m.findall(n.body, assignment)) for n in m.findall(stmt.body, m.If() | m.Else())]
+    body = stmt.body.body
+    holders = [s for s in body if m.findall(s, assignment)]
+    if len(holders) != 1 or not isinstance(holders[0], cst.If) or not isinstance(holders[0].orelse, cst.Else):
+        return False
+    branch = holders[0]
+    derived = {cache}  # and the per-layer past taken from it (`past_key_value = past_key_values[i] if ...`)
+    takes = [s for s in body if m.matches(s, m.SimpleStatementLine([m.Assign()])) and _reads(s.body[0].value, cache)]
+    for line in takes:
+        derived |= {n.value for t in line.body[0].targets for n in m.findall(t.target, m.Name())}
 
-    def outermost(node):
-        holding = [body for body, found in branches if any(f is node for f in found)]
-        within = {
-            id(inner) for outer in holding for inner in m.findall(outer, m.IndentedBlock()) if inner is not outer
-        }
-        return next((body for body in holding if id(body) not in within), None)
+    def reads_cache(node) -> bool:
+        return any(_reads(node, known) for known in derived)
 
-    def safe(branch) -> bool:
-        return branch is not None and not any(_reads(branch, known) for known in derived)
-
-    return bool(every) and all(safe(outermost(node)) for node in every)
+    caching_off, running = branch.body, branch.orelse.body
+    if m.findall(running, assignment) or reads_cache(caching_off) or not reads_cache(running):
+        return False
+    return not any(reads_cache(s) for s in body if s is not branch and s not in takes)
 
 
 def _holds_any(stmt: cst.CSTNode, nodes: set) -> bool:
