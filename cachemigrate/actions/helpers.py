@@ -124,7 +124,8 @@ def calls_role_module(ctx: ActionContext, current_class: str | None, func: cst.B
 
 def check_templates(rule: "Rule", check: "Checker", compile_template: Callable, kind: str, extra: set = frozenset()):
     """Load-time checks shared by the pattern actions: ``pattern``/``patterns`` present, each a valid ``kind``
-    template, and the replacement using only holes each pattern captures (or ``extra`` ones)."""
+    template, and the replacement (when the action has one) using only holes each pattern captures (or ``extra``
+    ones)."""
     from ..patterns import TemplateError
 
     if "patterns" in rule.params:
@@ -146,7 +147,8 @@ def check_templates(rule: "Rule", check: "Checker", compile_template: Callable, 
         except TemplateError as exc:
             key = "params.pattern" if template == rule.params.get("pattern") else "params.patterns"
             raise check.fail(key, f"a valid {kind} template ({exc})", template) from None
-        check_holes(check, "params.replacement", rule.params["replacement"], pattern.holes() | set(extra))
+        if "replacement" in rule.params:
+            check_holes(check, "params.replacement", rule.params["replacement"], pattern.holes() | set(extra))
 
 
 def statement_reformatter(ctx: "ActionContext"):

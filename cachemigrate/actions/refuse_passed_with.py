@@ -11,9 +11,9 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from ..patterns import TemplateError, code_of, compile_statements, match_statements
+from ..patterns import code_of, compile_statements, match_statements
 from .base import Action, Planner
-from .helpers import rule_templates
+from .helpers import check_templates, rule_templates
 
 
 class RefusePassedWith(Action):
@@ -28,16 +28,9 @@ class RefusePassedWith(Action):
 
     @classmethod
     def check_params(cls, rule, check) -> None:
-        templates = rule_templates(rule)
-        if not templates:
-            raise check.fail("params.pattern", "a statement template (or `patterns`, a list of them)")
-        for template in templates:
-            try:
-                compile_statements(template)
-            except TemplateError as exc:
-                raise check.fail("params.patterns", f"valid statement templates ({exc})") from None
-            if "{value}" not in template:
-                raise check.fail("params.patterns", "templates that bind the hole `{value}`")
+        check_templates(rule, check, compile_statements, "statement")
+        if any("{value}" not in template for template in rule_templates(rule)):
+            raise check.fail("params.patterns", "templates that bind the hole `{value}`")
         check.str_list("params.keywords")
 
     def __init__(self, rule, ctx) -> None:
