@@ -170,7 +170,7 @@ def _parse(code: str, path: str) -> tuple[cst.Module | None, Diagnostic | None]:
         )
 
 
-def _no_model(module: cst.Module, info, path: str, locate: Locator) -> Diagnostic:
+def _no_model(info, path: str, locate: Locator) -> Diagnostic:
     """CM903 for a file with an attention (or blocks) but no model that stacks them: the model makes the Cache and
     gives each attention its layer index, so migrating the attention alone would break it (a sibling-file package
     migrated one file at a time)."""
@@ -249,7 +249,7 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
             ],
         )
     if not before.roles["base_model"]:
-        return done("failed", diags=[_no_model(module, before, path, locate)])
+        return done("failed", diags=[_no_model(before, path, locate)])
     rules = ruleset.for_tier(options.tier)
     plan, matched, found = plan_rules(module, before, rules, era, path, options, locate)
     plan, suppressed = leave_out(module, plan, code, path)

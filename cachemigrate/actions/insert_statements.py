@@ -321,7 +321,8 @@ def _hands_no_cache_there(stmt: cst.CSTNode, name: str, cache: str) -> bool:
     caching_off, running = branch.body, branch.orelse.body
     if m.findall(running, assignment) or reads_cache(caching_off) or not reads_cache(running):
         return False
-    return not any(reads_cache(s) for s in body if s is not branch and s not in takes)
+    others = [s for s in body if s is not branch and not any(s is line for line in takes)]
+    return not any(reads_cache(s) for s in others)
 
 
 def _holds_any(stmt: cst.CSTNode, nodes: set) -> bool:
