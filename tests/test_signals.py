@@ -1,6 +1,7 @@
 """Ctrl-C and SIGTERM during ``cachemigrate migrate``: a quick stop, 130/143, no worker left running, and every
 file fully old or fully new. Each test runs the real command line in a subprocess on 40 copies of the legacy
-fixture, and signals it once the first file has been written."""
+fixture, and signals it once the first file has been written. Each copy ends in its own comment: identical files
+would be answered from the run's result cache in no time, and the run could end before the signal arrives."""
 
 import json
 import os
@@ -16,6 +17,22 @@ REPO = Path(__file__).resolve().parent.parent
 BEFORE = (REPO / "fixtures" / "4.52" / "full" / "before.py").read_bytes()
 AFTER = (REPO / "fixtures" / "4.52" / "full" / "after.py").read_bytes()
 COPIES = 40
+
+
+def before(index: int) -> bytes:
+    return BEFORE + f"# copy {index}\n".encode()
+
+
+def after(index: int) -> bytes:
+    return AFTER + f"# copy {index}\n".encode()
+
+
+def index_of(path: Path) -> int:
+    return int(path.stem.removeprefix("modeling_x"))
+
+
+def is_migrated(path: Path) -> bool:
+    return path.read_bytes() == after(index_of(path))
 
 
 def children(pid: int) -> set[int]:
@@ -44,7 +61,7 @@ def alive(pid: int) -> bool:
 def fork(tmp_path):
     (tmp_path / "pyproject.toml").write_text("[tool.black]\nline-length = 119\n")
     for index in range(COPIES):
-        (tmp_path / f"modeling_x{index:02d}.py").write_bytes(BEFORE)
+        (tmp_path / f"modeling_x{index:02d}.py").write_bytes(before(index))
     return tmp_path
 
 
@@ -60,7 +77,7 @@ def wait_for_first_write(process: subprocess.Popen, fork: Path, jobs: int) -> se
     """Block until one file is migrated; returns the worker pids (all of them are started by then)."""
     deadline = time.monotonic() + 120
     files = sorted(fork.glob("modeling_*.py"))
-    while not any(f.read_bytes() == AFTER for f in files):
+    while not any(is_migrated(f) for f in files):
         assert process.poll() is None and time.monotonic() < deadline, process.communicate()
         time.sleep(0.02)
     workers = children(process.pid)
@@ -73,9 +90,9 @@ def check_files(fork: Path, killed: bool = False) -> int:
     process was SIGKILLed in the middle of writing one); returns how many were migrated."""
     files = sorted(fork.glob("modeling_*.py"))
     assert len(files) == COPIES
-    assert [f.read_bytes() in (BEFORE, AFTER) for f in files] == [True] * COPIES
+    assert [f.read_bytes() in (before(index_of(f)), after(index_of(f))) for f in files] == [True] * COPIES
     assert killed or not [p.name for p in fork.iterdir() if p.name.endswith(".cachemigrate")]
-    return sum(f.read_bytes() == AFTER for f in files)
+    return sum(is_migrated(f) for f in files)
 
 
 def stop(process: subprocess.Popen, sig: int, group: bool) -> tuple[float, str]:
