@@ -25,7 +25,7 @@ from .audit import Offsets, claims_of, find_violation
 from .diagnostics import Diagnostic
 from .edits import Plan
 from .converters import find_converters
-from .excerpts import source_line
+from .excerpts import quote, source_line
 from .imports import IMPORTS_RULE
 from .first_step import first_step_diagnostics
 from .leftovers import edited_functions, edited_tops, leftover_diagnostics, unbound_names
@@ -230,6 +230,7 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
     if not before.roles["attention"] and not before.roles["base_model"]:
         first = before.legacy_uses()[0]
         line, column = locate(first.node)
+        idiom, excerpt = quote(first.idiom), source_line(module.code, line)
         return done(
             "failed",
             diags=[
@@ -238,8 +239,9 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
                     line,
                     column,
                     codes.NO_ROLES,
-                    f"`{first.variable}` is used as a tuple cache (`{first.idiom}` in "
-                    f"`{source_line(module.code, line)}`), but "
+                    f"`{first.variable}` is used as a tuple cache (`{idiom}`"
+                    + (f" in `{excerpt}`" if excerpt != idiom else "")
+                    + "), but "
                     + (
                         explain_outside(module, before, first)
                         or "no attention/block/model structure using it was recognised"

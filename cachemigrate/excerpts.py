@@ -23,6 +23,14 @@ def source_line(code: str, line: int, limit: int = LIMIT) -> str:
     return text[: cut if cut > limit // 2 else limit - 1].rstrip() + " …"
 
 
+def quote(text: str, limit: int = LIMIT) -> str:
+    """An idiom (code with its layout normalised onto one line) as a short quote: without the comment that
+    flattening carried into it, at most ``limit`` characters, with `` …`` where something was left out."""
+    kept = _without_comment(text).strip()
+    first = source_line(kept, 1, limit)
+    return first if kept == text.strip() or first.endswith(" …") else first + " …"
+
+
 def _without_comment(text: str) -> str:
     if "#" not in text:
         return text

@@ -13,7 +13,7 @@ from .analysis import Locator, ModuleInfo, analyze, module_globals
 from .converters import Converter
 from .diagnostics import Diagnostic
 from .edits import Plan
-from .excerpts import source_line
+from .excerpts import quote, source_line
 from .leftover_reasons import between_others, construct_key, explain
 from .names import newly_unbound
 from .schema import Era
@@ -123,7 +123,7 @@ def leftover_diagnostics(
     result = []
     for (function, _), uses in grouped.items():
         line, column, first, node = min(uses, key=lambda found: found[:2])
-        idioms = list(dict.fromkeys(f"`{use[2].idiom}`" for use in sorted(uses, key=lambda found: found[:2])))
+        idioms = list(dict.fromkeys(f"`{quote(use[2].idiom)}`" for use in sorted(uses, key=lambda found: found[:2])))
         excerpt = source_line(code, line)
         where = f" in `{excerpt}`" if excerpt else ""
         known = explain(
@@ -134,7 +134,7 @@ def leftover_diagnostics(
             continue
         if first.kind == "pass":
             what = (
-                f"`{first.variable}` is handed to `{first.idiom}`, which converts legacy tuples only, in {function}"
+                f"`{first.variable}` is handed to `{quote(first.idiom)}`, which converts legacy tuples only, in {function}"
                 f"{where}, where a Cache can reach it,"
             )
         else:

@@ -41,9 +41,10 @@ def _patched_attribute(module: cst.Module, function: str) -> str | None:
 
 
 def _sibling_classes(module: cst.Module) -> list[tuple[str, str]]:
-    """(name, ``.module``) of each class-like name imported from a sibling module and called in the file."""
+    """(name, ``.module``) of each class-like name imported from a sibling module (one dot: the file's own
+    package; ``...modeling_utils`` in a transformers model is the library) and called in the file."""
     imported = {}
-    for node in m.findall(module, m.ImportFrom(relative=[m.AtLeastN(n=1)])):
+    for node in m.findall(module, m.ImportFrom(relative=[m.Dot()])):
         if isinstance(node.names, cst.ImportStar):
             continue
         source = "." * len(node.relative) + (module.code_for_node(node.module) if node.module else "")

@@ -206,6 +206,8 @@ class _UseCollector(cst.CSTVisitor):
             call = self.parent(self.parent(node)) if isinstance(self.parent(node), cst.Arg) else None
             if isinstance(call, cst.Call):
                 return code_of(call.func)
+        if isinstance(context, cst.BaseCompoundStatement):  # `for layer in past:` is the idiom, not its body
+            return _statement_text(context)
         return code_of(context)
 
     def _is_binding(self, node: cst.Name, parent: cst.CSTNode) -> bool:

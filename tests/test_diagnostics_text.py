@@ -8,7 +8,7 @@ import textwrap
 from pathlib import Path
 
 from cachemigrate.engine import Options, migrate_source
-from cachemigrate.excerpts import source_line
+from cachemigrate.excerpts import quote, source_line
 
 PIKE = Path(__file__).resolve().parent.parent / "fixtures" / "unknown_idiom" / "modeling_pike.py"
 JARGON = ("TemplateError", "__cm_", "era.toml", "fact", "hole", "template", "view")
@@ -154,3 +154,50 @@ def test_tuple_code_in_a_plain_function_that_patches_nothing_keeps_the_generic_d
     code = MONKEYPATCH.replace("modeling_gpt2.GPT2Attention.forward = fast_forward\n", "")
     [diagnostic] = _migrate(code, ruleset_452).diagnostics
     assert diagnostic.code == "CM903" and "no attention/block/model structure" in diagnostic.message
+
+
+REORDER_ONLY = textwrap.dedent("""
+    from torch import nn
+
+    from ...modeling_utils import PoolerAnswerClass
+
+
+    class LongMemoryModel(nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            self.pooler = PoolerAnswerClass(config)
+
+        def forward(self, hidden_states, past_key_values=None):
+            return self.pooler(hidden_states), past_key_values
+
+        @staticmethod
+        def _reorder_cache(past_key_values, beam_idx):
+            reordered = ()
+            for layer_past in past_key_values:
+                # every state of the layer, batch first
+                reordered += (tuple(state.index_select(0, beam_idx) for state in layer_past),)
+            return reordered
+""")
+
+
+def test_a_loop_over_the_cache_is_quoted_by_its_header_line_not_its_whole_body(ruleset_452):
+    [diagnostic] = _migrate(REORDER_ONLY, ruleset_452).diagnostics
+    assert diagnostic.code == "CM903"
+    assert "(`for layer_past in past_key_values:`)" in diagnostic.message
+    assert "every state" not in diagnostic.message and "index_select" not in diagnostic.message
+
+
+def test_classes_from_the_library_three_dots_up_are_not_called_a_sibling_module(ruleset_452):
+    [diagnostic] = _migrate(REORDER_ONLY, ruleset_452).diagnostics
+    assert "another module of its package" not in diagnostic.message and "PoolerAnswerClass" not in diagnostic.message
+    assert "no attention/block/model structure using it was recognised" in diagnostic.message
+    sibling = REORDER_ONLY.replace("from ...modeling_utils import", "from .modeling_utils import")
+    [diagnostic] = _migrate(sibling, ruleset_452).diagnostics
+    assert "`PoolerAnswerClass` (from `.modeling_utils`), defined in another module of its package" in diagnostic.message
+
+
+def test_quote_keeps_one_line_and_marks_what_it_left_out():
+    assert quote("past[0]") == "past[0]"
+    assert quote("layer(x, past, # the cache of the layer\n use_cache)") == "layer(x, past, …"
+    long = quote("f(" + ", ".join(["past"] * 40) + ")")
+    assert len(long) <= 100 and long.endswith(" …")
