@@ -163,6 +163,7 @@ def test_unreachable_cache_code_has_a_row_and_the_encoder_decoder_goal_counts_it
     families[family_table.UNCLASSIFIED] = family_table.Family(family_table.UNCLASSIFIED, "-", False, frozenset())
     text = render(rows, [r.migration for r in rows], families, ["9.9.9"], ["logits_no_cache"], "cmd", "settings")
     assert "## Encoder-decoder goal\n\n- 9.9.9: 1 of 2" in text
+    assert "Decoder-only goal" not in text  # no file of that goal in the report: no "0 of 0" section
     assert "| `models/c/modeling_c.py` | – | – | CM299 | cache code not reachable, left unchanged |" in text
 
 

@@ -74,10 +74,6 @@ def summary(rows: list[Row], families: dict[str, Family], versions: list[str]) -
     return lines
 
 
-def decoder_goal(rows: list[Row], families: dict[str, Family], versions: list[str]) -> list[str]:
-    return goal_lines(rows, families, versions, "decoder-only")
-
-
 def goal_lines(rows: list[Row], families: dict[str, Family], versions: list[str], goal: str) -> list[str]:
     """One line per release: how many tuple-cache files of the families of ``goal`` migrate and pass; files whose
     cache code no model class reaches (left unchanged, exit 0) are counted apart, outside the share."""
@@ -87,6 +83,8 @@ def goal_lines(rows: list[Row], families: dict[str, Family], versions: list[str]
         mine = [r for r in rows if r.migration.version == version and r.family in names and r.migration.tuple_cache]
         unreachable = [r for r in mine if r.migration.unreachable]
         mine = [r for r in mine if not r.migration.unreachable]
+        if not mine and not unreachable:  # a release with no file of the goal (--only left them out)
+            continue
         passing = [r for r in mine if r.outcome == "migrated, probe passes"]
         migrated = [r for r in mine if r.migration.status == "migrated"]
         share = f"{100 * len(passing) / len(mine):.0f}%" if mine else "–"
@@ -185,12 +183,14 @@ def diagnostics(rows: list[Row], version: str) -> list[str]:
     return lines
 
 
-def _other_goals(rows: list[Row], families: dict[str, Family], versions: list[str]) -> list[str]:
-    """A section per goal other than decoder-only that some family of the table names (encoder-decoder)."""
+def goals(rows: list[Row], families: dict[str, Family], versions: list[str]) -> list[str]:
+    """A section per goal that some family of the table names (decoder-only first), for the releases that have
+    files of it; a goal with no file in the report has no section."""
     out = []
-    for goal in dict.fromkeys(f.goal for f in families.values() if f.goal and f.goal != "decoder-only"):
+    for goal in dict.fromkeys(["decoder-only", *(f.goal for f in families.values() if f.goal)]):
         found = goal_lines(rows, families, versions, goal)
-        out += [f"## {goal[0].upper() + goal[1:]} goal", "", *found, ""]
+        if found:
+            out += [f"## {goal[0].upper() + goal[1:]} goal", "", *found, ""]
     return out
 
 
@@ -203,11 +203,7 @@ def render(rows, migrations, families, versions, checks, command: str, settings:
         "(`cachemigrate probe`, one process per file, inside the installed transformers). Families come from "
         "`bench/corpus_families.toml`. Do not edit by hand: run the command again.",
         "",
-        "## Decoder-only goal",
-        "",
-        *decoder_goal(rows, families, versions),
-        "",
-        *_other_goals(rows, families, versions),
+        *goals(rows, families, versions),
         "## Tuple-cache files per family",
         "",
         *summary(rows, families, versions),
