@@ -45,3 +45,28 @@ def summary_of(stderr: str) -> dict[str, int]:
         if found:
             rows[found.group(1)] = int(found.group(2))
     return rows
+
+
+def load_class(path, name: str, tag: str):
+    """Class ``name`` of the Python file ``path``, imported as a module of its own (``tag`` keeps it apart)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"fixture_{tag}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return getattr(module, name)
+
+
+def checkpointed_training(nets, ids):
+    """One training step with gradient checkpointing on each of ``nets`` (same weights): the gradients of every
+    parameter, and the cache each handed back."""
+    grads, caches = [], []
+    for net in nets:
+        net.train()
+        net.gradient_checkpointing_enable()
+        net.zero_grad()
+        hidden, cache = net(ids)
+        hidden.square().mean().backward()
+        grads.append([p.grad.clone() for p in net.parameters()])
+        caches.append(cache)
+    return grads, caches

@@ -2,7 +2,6 @@
 anchor with after_rule, only_before and {matched} in replace_expression, the user's statements kept by a
 replacement (preserve), runs tied together by a folded unpack, and renames reaching built code."""
 
-import textwrap
 from pathlib import Path
 
 from test_actions import MODEL, dedent, make_rule, model, run

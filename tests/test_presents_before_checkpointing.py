@@ -3,13 +3,12 @@ the fresh cache (CM024) waits for the final `use_cache`, and the accumulator, wh
 moves down below the set-up when nothing it moves over could tell; otherwise the file is refused as before."""
 
 import dataclasses
-import importlib.util
 import textwrap
-import types
 from pathlib import Path
 
 import libcst as cst
 import pytest
+from conftest import checkpointed_training, load_class
 from test_actions import ERA, make_rule, model
 
 from cachemigrate.analysis import analyze
@@ -26,17 +25,11 @@ def _migrate(path: Path):
 
 
 def test_the_dynamic_tier_moves_the_accumulator_below_the_fresh_cache():
+    """(before.py into after.py exactly, and after.py clean, is tests/test_scenarios.py's.)"""
     result = _migrate(FIXTURES / "before.py")
-    assert [str(d) for d in result.diagnostics] == []
-    assert result.status == "migrated"
-    assert result.migrated == (FIXTURES / "after.py").read_text()
-    assert {"CM016", "CM024"} <= set(result.applied)
-
-
-def test_the_migrated_fixture_is_clean_on_a_second_run():
-    after = (FIXTURES / "after.py").read_text()
-    result = migrate_source(after, RULESET, OPTIONS, path="after.py")
-    assert result.status == "clean" and result.migrated == after and result.diagnostics == []
+    assert result.status == "migrated" and {"CM016", "CM024"} <= set(result.applied)
+    after = result.migrated
+    assert after.index("past_key_values = DynamicCache()") < after.index("presents = past_key_values if use_cache")
 
 
 @pytest.mark.parametrize("name", ["reads_presents_nomatch.py", "attribute_nomatch.py"])
@@ -153,13 +146,6 @@ def test_an_accumulator_whose_value_could_act_stays_refused():
 # ------------------------------------------------------------------------------------------------------------------
 
 
-def _load(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(f"presents_fixture_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.FinchModel
-
-
 def test_the_moved_accumulator_keeps_the_cached_path_and_checkpointing_makes_no_cache(tmp_path):
     torch = pytest.importorskip("torch")
     from transformers import PretrainedConfig
@@ -168,8 +154,8 @@ def test_the_moved_accumulator_keeps_the_cached_path_and_checkpointing_makes_no_
     migrated.write_text(_migrate(FIXTURES / "before.py").migrated)
     config = PretrainedConfig(vocab_size=11, hidden_size=8, num_layers=2, dropout=0.0, use_cache=True)
     torch.manual_seed(0)
-    old = _load(FIXTURES / "before.py", "before")(config)
-    new = _load(migrated, "after")(config)
+    old = load_class(FIXTURES / "before.py", "FinchModel", "finch_before")(config)
+    new = load_class(migrated, "FinchModel", "finch_after")(config)
     new.load_state_dict(old.state_dict())
     ids = torch.randint(0, 11, (2, 5))
     out, presents = old(ids)
@@ -181,14 +167,6 @@ def test_the_moved_accumulator_keeps_the_cached_path_and_checkpointing_makes_no_
     assert torch.equal(old(step, presents)[0], new(step, new_presents)[0])
     # training with checkpointing: use_cache goes off before the fresh cache, so the blocks (run again in the
     # backward pass) are handed none, and the gradients are the original's
-    grads = []
-    for net in (old, new):
-        net.train()
-        net.gradient_checkpointing_enable()
-        net.zero_grad()
-        hidden, cache = net(ids)
-        hidden.square().mean().backward()
-        grads.append([p.grad.clone() for p in net.parameters()])
-        if net is new:
-            assert cache is None  # no cache was made, none is handed back
+    grads, caches = checkpointed_training((old, new), ids)
+    assert caches[1] is None  # no cache was made, none is handed back
     assert all(torch.equal(a, b) for a, b in zip(*grads))
