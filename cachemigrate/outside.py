@@ -8,7 +8,9 @@ installed transformers. Two shapes are common in the wild, and neither can be mi
   signature and cache changes with the release;
 - a package whose attention or blocks live in sibling modules (MPT-style ``attention.py``/``blocks.py`` imported
   with ``from .attention import ...``): cachemigrate migrates one file at a time, and half a migration (a stack
-  that hands a Cache to an attention that indexes a tuple) would be wrong.
+  that hands a Cache to an attention that indexes a tuple) would be wrong;
+- a cache of dicts (fairseq ports such as FSMT: ``layer_state = past_key_values[idx]``, then
+  ``layer_state.get("self", {})["prev_key"]``): the per-layer past is not a KV tuple at all.
 
 :func:`explain` names the shape, so that the diagnostic says what to do instead of "no structure was recognised".
 """
@@ -56,6 +58,26 @@ def _sibling_classes(module: cst.Module) -> list[tuple[str, str]]:
     return [(name, source) for name, source in imported.items() if name in called]
 
 
+def _per_layer_names(module: cst.Module, cache: str) -> set[str]:
+    """Names assigned one layer's past: ``x = cache[i]`` or ``x = cache[i] if cache is not None else None``."""
+    picked = m.Subscript(value=m.Name(cache))
+    found = m.findall(module, m.Assign(targets=[m.AssignTarget(target=m.Name())], value=picked | m.IfExp(body=picked)))
+    return {node.targets[0].target.value for node in found}
+
+
+def _dict_use(module: cst.Module, names: set[str]) -> str | None:
+    """The code of the first use of one of ``names`` as a dict: ``x.get(...)``, ``x["key"]``, ``x[k] = {...}``."""
+    name = m.Name(m.MatchIfTrue(lambda value: value in names))
+    as_dict = (
+        m.Call(func=m.Attribute(value=name, attr=m.Name("get")))
+        | m.Subscript(value=name, slice=[m.SubscriptElement(slice=m.Index(value=m.SimpleString()))])
+        | m.Assign(targets=[m.AssignTarget(target=m.Subscript(value=name))], value=m.Dict())
+    )
+    for node in m.findall(module, as_dict):
+        return module.code_for_node(node).splitlines()[0]
+    return None
+
+
 def explain(module: cst.Module, info: ModuleInfo, use: CacheUse) -> str | None:
     """What the tuple use ``use`` belongs to, when it is one of the shapes above; None otherwise."""
     owner = use.function.split(".", 1)[0]
@@ -79,6 +101,13 @@ def explain(module: cst.Module, info: ModuleInfo, use: CacheUse) -> str | None:
                 "signature and cache change with the release; port it by hand to the `forward` of the installed "
                 "transformers, or copy the patched class into the file so that it can be migrated with its model"
             )
+    as_dict = _dict_use(module, _per_layer_names(module, use.variable))
+    if as_dict:
+        return (
+            f"one layer's past is a dict (`{as_dict}`), fairseq style, not a tuple of keys and values: cachemigrate "
+            "migrates tuple KV caches only; port this cache by hand (an `EncoderDecoderCache` holds the self- and "
+            "cross-attention keys and values per layer), or keep the model on its dicts"
+        )
     siblings = _sibling_classes(module)
     if siblings:
         named = ", ".join(f"`{name}` (from `{source}`)" for name, source in siblings[:3])

@@ -201,3 +201,41 @@ def test_quote_keeps_one_line_and_marks_what_it_left_out():
     assert quote("layer(x, past, # the cache of the layer\n use_cache)") == "layer(x, past, …"
     long = quote("f(" + ", ".join(["past"] * 40) + ")")
     assert len(long) <= 100 and long.endswith(" …")
+
+
+FAIRSEQ_STATE = textwrap.dedent("""
+    import torch
+    from torch import nn
+
+
+    class Attention(nn.Module):
+        def forward(self, query, key, layer_state=None):
+            saved = layer_state.get("self", {}) if layer_state is not None else {}
+            if "prev_key" in saved:
+                key = torch.cat([saved["prev_key"], key], dim=1)
+            if layer_state is not None:
+                layer_state["self"] = {"prev_key": key}
+            return query @ key.transpose(1, 2)
+
+
+    class Decoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleList([Attention() for _ in range(2)])
+
+        def forward(self, x, past_key_values=None):
+            for idx, layer in enumerate(self.layers):
+                layer_state = past_key_values[idx] if past_key_values is not None else None
+                x = layer(x, x, layer_state=layer_state)
+            return x
+""")
+
+
+def test_a_cache_of_dicts_is_named_as_such_not_as_an_unrecognised_structure(ruleset_452):
+    [diagnostic] = _migrate(FAIRSEQ_STATE, ruleset_452).diagnostics
+    assert diagnostic.code == "CM903"
+    assert "one layer's past is a dict (`layer_state.get(\"self\", {})`), fairseq style" in diagnostic.message
+    tuples = FAIRSEQ_STATE.replace('layer_state.get("self", {})', "layer_state[0]")
+    tuples = tuples.replace('saved["prev_key"]', "saved[0]").replace('layer_state["self"] = {"prev_key": key}', "pass")
+    [diagnostic] = _migrate(tuples, ruleset_452).diagnostics
+    assert "is a dict" not in diagnostic.message
