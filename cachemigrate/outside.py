@@ -1,5 +1,5 @@
-"""Why a file with tuple-cache code has no attention, block or model of its own: the code it changes lives in the
-installed transformers. Two shapes are common in the wild, and neither can be migrated from the file alone:
+"""Why a file with tuple-cache code has no attention, block or model of its own (or none that this file alone can
+migrate). These shapes are common in the wild, and none can be migrated from the file alone:
 
 - a head over an in-library model (TTS stacks: ``class MelHead(GPT2PreTrainedModel)`` around ``GPT2Model``): on
   releases where the library model takes a Cache, generate() hands the head a Cache from the first step, so the
@@ -9,6 +9,8 @@ installed transformers. Two shapes are common in the wild, and neither can be mi
 - a package whose attention or blocks live in sibling modules (MPT-style ``attention.py``/``blocks.py`` imported
   with ``from .attention import ...``): cachemigrate migrates one file at a time, and half a migration (a stack
   that hands a Cache to an attention that indexes a tuple) would be wrong;
+- a wrapper around a model it builds with an auto class (Fuyu's ``AutoModelForCausalLM.from_config(...)``, RAG's
+  generator): the cache is that model's, migrated in that model's own file;
 - a cache of dicts (fairseq ports such as FSMT: ``layer_state = past_key_values[idx]``, then
   ``layer_state.get("self", {})["prev_key"]``): the per-layer past is not a KV tuple at all.
 
@@ -56,6 +58,20 @@ def _sibling_classes(module: cst.Module) -> list[tuple[str, str]]:
                 imported[name] = source
     called = {node.func.value for node in m.findall(module, m.Call(func=m.Name()))}
     return [(name, source) for name, source in imported.items() if name in called]
+
+
+def _auto_models(module: cst.Module) -> list[str]:
+    """``AutoModelForCausalLM.from_config``... when the module builds models with ``AutoModel*`` classes (their
+    ``from_config`` calls, else their ``from_pretrained`` calls), each once."""
+    auto = m.Name(m.MatchRegex(r"AutoModel\w*"))
+    found = [
+        module.code_for_node(call.func)
+        for call in m.findall(
+            module, m.Call(func=m.Attribute(value=auto, attr=m.Name("from_config") | m.Name("from_pretrained")))
+        )
+    ]
+    built = [f for f in found if f.endswith(".from_config")] or found
+    return list(dict.fromkeys(built))
 
 
 def _per_layer_names(module: cst.Module, cache: str) -> set[str]:
@@ -107,6 +123,14 @@ def explain(module: cst.Module, info: ModuleInfo, use: CacheUse) -> str | None:
             f"one layer's past is a dict (`{as_dict}`), fairseq style, not a tuple of keys and values: cachemigrate "
             "migrates tuple KV caches only; port this cache by hand (an `EncoderDecoderCache` holds the self- and "
             "cross-attention keys and values per layer), or keep the model on its dicts"
+        )
+    auto = _auto_models(module)
+    if auto:
+        named = " or ".join(f"`{name}`" for name in auto[:3])
+        return (
+            f"the file wraps a model it builds with {named} and hands it the past: the cache is that model's, and "
+            "that model's own file is what migrates; port this tuple code by hand to whatever the wrapped model "
+            "returns (`past_key_values.get_seq_length()` for a length, `Cache.reorder_cache` for beams)"
         )
     siblings = _sibling_classes(module)
     if siblings:

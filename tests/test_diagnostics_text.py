@@ -239,3 +239,35 @@ def test_a_cache_of_dicts_is_named_as_such_not_as_an_unrecognised_structure(rule
     tuples = tuples.replace('saved["prev_key"]', "saved[0]").replace('layer_state["self"] = {"prev_key": key}', "pass")
     [diagnostic] = _migrate(tuples, ruleset_452).diagnostics
     assert "is a dict" not in diagnostic.message
+
+
+AUTO_WRAPPER = textwrap.dedent("""
+    from torch import nn
+    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
+
+
+    class CaptionModel(nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            self.config = AutoConfig.from_pretrained("unused")
+            self.vision = AutoModel.from_config(config.vision_config)
+            self.language_model = AutoModelForCausalLM.from_config(config.text_config)
+
+        def forward(self, input_ids, past_key_values=None):
+            offset = past_key_values[0][0].shape[2] if past_key_values is not None else 0
+            return self.language_model(input_ids, past_key_values=past_key_values), offset
+""")
+
+
+def test_a_wrapper_around_an_auto_model_names_the_models_it_builds(ruleset_452):
+    [diagnostic] = _migrate(AUTO_WRAPPER, ruleset_452).diagnostics
+    assert diagnostic.code == "CM903"
+    assert "wraps a model it builds with `AutoModel.from_config` or `AutoModelForCausalLM.from_config`" in (
+        diagnostic.message
+    )
+    assert "AutoConfig" not in diagnostic.message
+    plain = AUTO_WRAPPER.replace("AutoModel.from_config", "make_vision").replace(
+        "AutoModelForCausalLM.from_config", "make_decoder"
+    )
+    [diagnostic] = _migrate(plain, ruleset_452).diagnostics
+    assert "wraps a model" not in diagnostic.message
