@@ -51,7 +51,7 @@ def _sibling_classes(module: cst.Module) -> list[tuple[str, str]]:
     for node in m.findall(module, m.ImportFrom(relative=[m.Dot()])):
         if isinstance(node.names, cst.ImportStar):
             continue
-        source = "." * len(node.relative) + (module.code_for_node(node.module) if node.module else "")
+        source = "." + (module.code_for_node(node.module) if node.module else "")
         for alias in node.names:
             name = module.code_for_node(alias.asname.name if alias.asname else alias.name)
             if name[:1].isupper() and not name.endswith(("Config", "Output", "OutputWithPast")):
@@ -89,9 +89,8 @@ def _dict_use(module: cst.Module, names: set[str]) -> str | None:
         | m.Subscript(value=name, slice=[m.SubscriptElement(slice=m.Index(value=m.SimpleString()))])
         | m.Assign(targets=[m.AssignTarget(target=m.Subscript(value=name))], value=m.Dict())
     )
-    for node in m.findall(module, as_dict):
-        return module.code_for_node(node).splitlines()[0]
-    return None
+    first = next(iter(m.findall(module, as_dict)), None)
+    return module.code_for_node(first).splitlines()[0] if first is not None else None
 
 
 def explain(module: cst.Module, info: ModuleInfo, use: CacheUse) -> str | None:

@@ -6,17 +6,13 @@ from pathlib import Path
 
 import pytest
 from conftest import checkpointed_training, load_class
-
-from cachemigrate.engine import Options, migrate_source
-from cachemigrate.rules import load_ruleset
+from test_scenarios import migrate
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "4.52" / "checkpointing_in_the_loop"
-RULESET = load_ruleset("4.52")
-OPTIONS = Options(line_length=119)
 
 
 def _migrate(path: Path):
-    return migrate_source(path.read_text(), RULESET, OPTIONS, path=path.name)
+    return migrate(FIXTURES, path)
 
 
 def test_the_set_up_goes_before_the_loop_when_the_checkpointed_branch_hands_no_past():

@@ -193,7 +193,9 @@ def test_classes_from_the_library_three_dots_up_are_not_called_a_sibling_module(
     assert "no attention/block/model structure using it was recognised" in diagnostic.message
     sibling = REORDER_ONLY.replace("from ...modeling_utils import", "from .modeling_utils import")
     [diagnostic] = _migrate(sibling, ruleset_452).diagnostics
-    assert "`PoolerAnswerClass` (from `.modeling_utils`), defined in another module of its package" in diagnostic.message
+    assert (
+        "`PoolerAnswerClass` (from `.modeling_utils`), defined in another module of its package" in diagnostic.message
+    )
 
 
 def test_quote_keeps_one_line_and_marks_what_it_left_out():
@@ -234,7 +236,7 @@ FAIRSEQ_STATE = textwrap.dedent("""
 def test_a_cache_of_dicts_is_named_as_such_not_as_an_unrecognised_structure(ruleset_452):
     [diagnostic] = _migrate(FAIRSEQ_STATE, ruleset_452).diagnostics
     assert diagnostic.code == "CM903"
-    assert "one layer's past is a dict (`layer_state.get(\"self\", {})`), fairseq style" in diagnostic.message
+    assert 'one layer\'s past is a dict (`layer_state.get("self", {})`), fairseq style' in diagnostic.message
     tuples = FAIRSEQ_STATE.replace('layer_state.get("self", {})', "layer_state[0]")
     tuples = tuples.replace('saved["prev_key"]', "saved[0]").replace('layer_state["self"] = {"prev_key": key}', "pass")
     [diagnostic] = _migrate(tuples, ruleset_452).diagnostics

@@ -9,19 +9,18 @@ from pathlib import Path
 import libcst as cst
 import pytest
 from conftest import checkpointed_training, load_class
+from test_scenarios import migrate
 from test_actions import ERA, make_rule, model
 
 from cachemigrate.analysis import analyze
-from cachemigrate.engine import Options, apply_rules, migrate_source
-from cachemigrate.rules import load_ruleset
+from cachemigrate.engine import Options, apply_rules
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "4.52" / "presents_before_checkpointing"
-RULESET = load_ruleset("4.52")
 OPTIONS = Options(line_length=119)
 
 
 def _migrate(path: Path):
-    return migrate_source(path.read_text(), RULESET, OPTIONS, path=path.name)
+    return migrate(FIXTURES, path)
 
 
 def test_the_dynamic_tier_moves_the_accumulator_below_the_fresh_cache():

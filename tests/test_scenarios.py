@@ -7,6 +7,7 @@ model behaves) is tested beside it, in its own module."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
@@ -28,9 +29,15 @@ def options(folder: Path) -> Options:
     return Options(tier="static" if folder.name.endswith("_static") else "dynamic", line_length=119)
 
 
+@functools.cache
+def ruleset(era: str):
+    return load_ruleset(era)
+
+
 def migrate(folder: Path, path: Path):
-    ruleset = load_ruleset(folder.parent.name)
-    return migrate_source(path.read_text(), ruleset, options(folder), path=path.name)
+    """``path`` (a file of the scenario ``folder``) through the whole tier of the folder's era; the modules of the
+    scenarios use it too."""
+    return migrate_source(path.read_text(), ruleset(folder.parent.name), options(folder), path=path.name)
 
 
 def test_the_scenarios_are_found():
