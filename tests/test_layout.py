@@ -89,9 +89,44 @@ def test_the_command_line_path_loads_no_engine_and_nothing_imports_the_cli():
 
     heavy = {"cachemigrate.engine", "cachemigrate.facts.analysis", "cachemigrate.rules.loader", "cachemigrate.actions"}
     assert not reach("cachemigrate.cli.main") & heavy  # loaded when a file needs them, not on start-up
-    assert not [m for m, targets in graph.items() if "cachemigrate.cli.main" in targets]
+    # only the command line itself, the verifier built on its runner, and ``python -m cachemigrate`` import it
+    users = {m for m, targets in graph.items() if any(t.startswith("cachemigrate.cli") for t in targets)}
+    assert not {m for m in users if not m.startswith(("cachemigrate.cli", "cachemigrate.verify"))} - {
+        "cachemigrate.__main__"
+    }
     engine = reach("cachemigrate.engine")
-    assert not [m for m in engine if m.startswith(("cachemigrate.probe", "cachemigrate.verify", "cachemigrate.cli.main"))]
+    assert not [m for m in engine if m.startswith(("cachemigrate.probe", "cachemigrate.verify", "cachemigrate.cli"))]
     outside = set().union(*(_top_level_imports(PACKAGE.parent / (m.replace(".", "/") + ".py")) for m in engine
                             if (PACKAGE.parent / (m.replace(".", "/") + ".py")).is_file()))  # fmt: skip
     assert not {m.split(".")[0] for m in outside} & {"torch", "transformers"}
+
+
+# the stages in the order data passes through them (docs/engine.md): a stage never imports a later one
+STAGES = ["source", "views", "facts"]
+
+
+def _stage(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 and parts[1] in STAGES else None
+
+
+def test_early_stages_never_import_later_ones():
+    graph = _graph()
+    backwards = [
+        f"{m} -> {t}"
+        for m, targets in graph.items()
+        for t in targets
+        if _stage(m) and _stage(t) and STAGES.index(_stage(t)) > STAGES.index(_stage(m))
+    ]
+    assert not backwards
+    # views are for matching: they read no facts, rules, edits or proofs
+    later = ("cachemigrate.facts", "cachemigrate.rules", "cachemigrate.edit", "cachemigrate.proof")
+    assert not [f"{m} -> {t}" for m, ts in graph.items() if m.startswith("cachemigrate.views.") for t in ts
+                if t.startswith(later)]  # fmt: skip
+
+
+def test_the_top_level_is_a_map_of_stages():
+    modules = sorted(p.stem for p in PACKAGE.glob("*.py"))
+    assert len(modules) <= 15, modules
+    for stage in ["source", "views", "facts", "rules", "edit", "proof", "cli"]:
+        assert (PACKAGE / stage / "__init__.py").read_text().startswith('"""'), stage  # each says what it does
