@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from .config import Config, ConfigError, find_pyproject, load_config
-from .eras import available_eras, era_for_installed
+from .eras import available_eras, era_for_installed, runtime_of
 from .walk import PatternError, collect, find_root, is_force_excluded
 from .writing import cannot_write
 
@@ -28,8 +28,15 @@ def resolve_era(requested: str, quiet: bool) -> str:
         return requested
     era, version = era_for_installed()
     if not quiet:
-        installed = f"transformers {version} is installed" if version else "transformers is not installed"
-        click.echo(f"era {era} ({installed})", err=True)
+        if version:
+            click.echo(f"era {era} (transformers {version} is installed)", err=True)
+        else:
+            click.echo(
+                f"era {era} (transformers is not installed, so the runtime is unknown: the migrated code runs on "
+                f"transformers {runtime_of(era)}; set `era` in [tool.cachemigrate] or pass --era to target one "
+                "runtime)",
+                err=True,
+            )
     return era
 
 

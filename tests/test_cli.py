@@ -129,6 +129,28 @@ def test_an_unknown_era_exits_2(project):
     assert "unknown era '9.99'" in result.stderr and "4.52" in result.stderr
 
 
+def test_with_no_era_configured_and_no_transformers_the_portable_target_is_taken_and_said(project, monkeypatch):
+    """As in a pre-commit hook's virtualenv: the runtime is unknown, so the target must run on every runtime."""
+    from importlib import metadata
+
+    real = metadata.version
+
+    def version(name):
+        if name == "transformers":
+            raise metadata.PackageNotFoundError(name)
+        return real(name)
+
+    monkeypatch.setattr(metadata, "version", version)
+    shutil.copyfile(project, project.with_name("modeling_named.py"))
+    result = cli("migrate", project)
+    assert result.exit_code == 0, result.output
+    first = result.stderr.splitlines()[0]
+    assert first.startswith("era portable (transformers is not installed") and ">=4.50" in first, first
+    named = cli("migrate", "--era", "portable", project.with_name("modeling_named.py"))
+    assert named.exit_code == 0, named.output
+    assert project.read_bytes() == project.with_name("modeling_named.py").read_bytes() != BEFORE.read_bytes()
+
+
 def test_a_bad_rules_directory_exits_2_naming_the_file_and_key(project):
     bad = FIXTURES / "bad_rules" / "unknown_action"
     result = cli("migrate", "--era", "4.52", "--rules", bad, project)

@@ -80,7 +80,7 @@ def test_a_wheel_install_migrates_a_file(venv, tmp_path):
     diff = _run(venv / "bin" / "cachemigrate", "migrate", "--era", "4.52", "--diff", target, cwd=tmp_path).stdout
     assert "\n+            k, v = layer_past.update(k, v, self.layer_idx)\n" in diff
     assert target.read_bytes() == BEFORE.read_bytes()
-    # without --era: transformers is not installed there, so the newest era is taken
+    # without --era: transformers is not installed there, so the portable target is taken
     result = _run(venv / "bin" / "cachemigrate", "migrate", target, cwd=tmp_path)
     assert "transformers is not installed" in result.stderr
     assert b"DynamicCache" in target.read_bytes()
