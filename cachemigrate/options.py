@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from .config import Config, ConfigError, find_pyproject, load_config
+from .config import Config, ConfigError, find_pyproject, load_config, rules_dir_problem
 from .eras import available_eras, era_for_installed, runtime_of
 from .walk import PatternError, collect, find_root, is_force_excluded
 from .writing import cannot_write
@@ -80,6 +80,7 @@ def settings(paths, era, tier, rules, line_length) -> tuple[Config, str, str, tu
         config = load_config(find_pyproject([Path(p) for p in paths]))
     except ConfigError as exc:
         fail(str(exc))
+    check_rule_dirs(rules)
     return (
         config,
         era or config.era,
@@ -87,6 +88,14 @@ def settings(paths, era, tier, rules, line_length) -> tuple[Config, str, str, tu
         tuple(Path(r) for r in rules) + config.rules,
         line_length or config.line_length or 88,  # None when not given: --line-length is at least 1
     )
+
+
+def check_rule_dirs(rules) -> None:
+    """Exit 2 on a ``--rules`` that is not a directory, before any file is answered (from the cache or not)."""
+    for directory in rules:
+        problem = rules_dir_problem(Path(directory))
+        if problem:
+            fail(f"--rules {directory}: {problem}")
 
 
 def verify_options(command):

@@ -210,6 +210,14 @@ def test_non_pytest_command_is_judged_by_its_exit_status_and_usage_errors(fork):
     assert result.exit_code == 2 and "cannot be combined" in result.stderr
 
 
+def test_a_tests_command_that_does_not_exist_is_a_usage_error(fork):
+    original = (fork / MODELING).read_bytes()
+    result = verify(fork, "--tests", "no-such-test-runner-here -q")
+    assert result.exit_code == 2, result.output
+    assert "`no-such-test-runner-here` is not a command" in result.stderr
+    assert "internal error" not in result.output and (fork / MODELING).read_bytes() == original
+
+
 def test_junit_parsing_and_comparison(tmp_path):
     junit = tmp_path / "junit.xml"
     junit.write_text("""<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest">

@@ -225,4 +225,7 @@ def _write_report(path: Path | None, report: dict, started: float) -> None:
     """The JSON report of ``--report``: files, verdict, baseline/after counts, regressions, probe results."""
     if path is not None:
         report["seconds"] = round(time.perf_counter() - started, 2)
-        path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        try:
+            write_atomically(path, (json.dumps(report, indent=2) + "\n").encode("utf-8"))
+        except OSError as exc:
+            click.echo(f"error: --report {path}: cannot write the report: {exc.strerror or exc}", err=True)
