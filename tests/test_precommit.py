@@ -41,7 +41,7 @@ def hook_repo(tmp_path) -> Path:
     """This checkout as pre-commit fetches it: a git repository with the hook manifest, committed."""
     copy = tmp_path / "cachemigrate"
     copy.mkdir()
-    for name in ("pyproject.toml", "README.md", ".pre-commit-hooks.yaml"):
+    for name in ("pyproject.toml", "setup.py", "README.md", ".pre-commit-hooks.yaml"):
         shutil.copyfile(REPO / name, copy / name)
     for name in ("cachemigrate", "rules"):
         shutil.copytree(REPO / name, copy / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
