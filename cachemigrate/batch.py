@@ -20,7 +20,7 @@ from .diagnostics import Diagnostic
 from .progress import Reporter
 from .render import unified_diff
 from .results import Options
-from .runner import Failure, Result, failed, run
+from .runner import Failure, Result, changed_meanwhile, changed_since_read, failed, run
 from .signals import Interrupted, StopOnSignal
 from .writing import is_read_only, read_only_diagnostic, write_atomically
 
@@ -70,6 +70,8 @@ class _Run:
         """Write one migrated file; a file that cannot be written is a diagnostic."""
         if is_read_only(result.path):
             return read_only_diagnostic(result.path)
+        if changed_since_read(result):
+            return changed_meanwhile(result.path)
         try:
             write_atomically(result.path, result.encoded())
             self.written += 1

@@ -41,6 +41,7 @@ class Result(FileResult):
 
     codec: Codec | None = None  # None: the file could not be read or decoded (see the diagnostics)
     how: str = ENGINE  # what answered: the engine, the prefilter, the cache, the skip comment, the reading
+    read_digest: str | None = None  # sha256 of the bytes read, to tell whether the file changed before it is written
 
     def encoded(self) -> bytes:
         """The bytes of the migrated file: same encoding, BOM and newlines as the original."""
@@ -128,6 +129,25 @@ def read(path: str) -> bytes | Result:
         return unreadable(path, Diagnostic(path, 1, 1, codes.UNREADABLE, why))
 
 
+def changed_since_read(result: Result) -> bool:
+    """The file's bytes on disk are no longer those the result was computed from (an edit while it was being
+    migrated); unknown (nothing recorded) counts as unchanged. Checked just before the atomic replace."""
+    if result.read_digest is None:
+        return False
+    try:
+        return digest(Path(result.path).read_bytes()) != result.read_digest
+    except OSError:
+        return True  # gone or unreadable now: not ours to overwrite
+
+
+def changed_meanwhile(path: str) -> Diagnostic:
+    why = (
+        "the file changed while it was being migrated: it was left as it is now (the edit is kept); "
+        "run cachemigrate again to migrate the new version"
+    )
+    return Diagnostic(path, 1, 1, codes.CHANGED_MEANWHILE, why)
+
+
 # Worker state: the rule set of the run, loaded once per process (a forked worker inherits the main process's).
 _RULESET: "RuleSet | None" = None
 _RULESET_KEY: tuple | None = None
@@ -208,6 +228,8 @@ def run(
             data = read(path)
             result = data if isinstance(data, Result) else triage.answer(path, data)
             if result is not None:
+                if not isinstance(data, Result):
+                    result.read_digest = digest(data)
                 on_result(result)
                 yield result
                 continue
@@ -255,6 +277,7 @@ class _Engine:
         except Exception as exc:  # reported per file; the run goes on
             return Failure(path, f"{type(exc).__name__}: {exc}")
         self.triage.remember(data, result)
+        result.read_digest = digest(data)
         return result
 
     def submit(self, path: str, data: bytes) -> Iterator[Result | Failure]:

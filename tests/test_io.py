@@ -127,6 +127,31 @@ def test_an_unwritable_report_exits_2_before_any_file_is_written(folder, where):
     assert target.read_bytes() == BEFORE
 
 
+def test_an_edit_made_while_the_file_is_migrated_is_kept(folder, monkeypatch):
+    """The engine takes its time; the user saves the file meanwhile: their edit wins, and they are told."""
+    from cachemigrate import runner
+
+    target = folder / "modeling_x.py"
+    target.write_bytes(BEFORE)
+    edited = BEFORE + b"\n# saved by the user while the migration ran\n"
+    engine = runner.migrate_bytes
+
+    def slow_engine(data, *args, **kwargs):
+        result = engine(data, *args, **kwargs)
+        target.write_bytes(edited)
+        return result
+
+    monkeypatch.setattr(runner, "migrate_bytes", slow_engine)
+    result = cli(target)
+    assert result.exit_code == 1, result.output
+    assert target.read_bytes() == edited
+    assert f"{target}:1:1: CM909 the file changed while it was being migrated" in result.stdout
+    assert summary_of(result.stderr) == {"left unchanged (diagnostics)": 1}
+    monkeypatch.setattr(runner, "migrate_bytes", engine)
+    again = cli(target)  # the next run migrates the edited file
+    assert again.exit_code == 0 and target.read_bytes() == AFTER + b"\n# saved by the user while the migration ran\n"
+
+
 def test_a_fifo_as_report_is_written_into_and_stays_a_fifo(folder):
     import threading
 
