@@ -157,7 +157,7 @@ def migrate(
 
             excluded = bool(stdin_filename) and force_excluded(Path(stdin_filename), config, patterns)
             sys.exit(migrate_stdin(sys.stdin.buffer.read(), stdin_filename, batch, excluded))
-        sys.exit(migrate_files(collect_files(paths, config, patterns), batch))
+        sys.exit(migrate_files(collect_files(paths, config, patterns, verbose), batch))
     except RuleError as exc:  # a bad rule file, found when the first file needs the engine (nothing written yet)
         fail(str(exc))
 

@@ -60,12 +60,18 @@ def selection_options(command):
     return command
 
 
-def collect_files(paths, config: Config, patterns: dict) -> list[Path]:
-    """The files to migrate (see :mod:`cachemigrate.walk`); exits 2 on a missing path or a bad pattern."""
+def collect_files(paths, config: Config, patterns: dict, verbose: bool = False) -> list[Path]:
+    """The files to migrate (see :mod:`cachemigrate.walk`); exits 2 on a missing path or a bad pattern. An entry
+    a walk could not look at (a symlink loop) is a warning; one it left out on purpose is said with ``verbose``."""
+    skipped = []
     try:
-        return collect(list(paths), config.selection(**patterns), find_root(list(paths)))
+        files = collect(list(paths), config.selection(**patterns), find_root(list(paths)), skipped)
     except (FileNotFoundError, PatternError) as exc:
         fail(str(exc))
+    for entry in skipped:
+        if entry.problem or verbose:
+            click.echo(f"{'warning' if entry.problem else 'note'}: {entry}", err=True)
+    return files
 
 
 def check_report(report: Path | None) -> None:
