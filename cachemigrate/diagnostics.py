@@ -30,6 +30,7 @@ UNREADABLE = "CM904"  # not text, an unknown or wrong encoding, or an I/O error 
 READ_ONLY = "CM905"  # the file (or the target of its symlink) is read-only: not rewritten
 UNWRITABLE = "CM906"  # writing the migrated file failed (or it cannot be encoded back): left unchanged
 SUPPRESSED = "CM907"  # `# cachemigrate: skip` on a statement left edits out, and the file cannot do without them
+TOO_DEEP = "CM910"  # an expression nested too deep for the engine (or for Python's parser): left unchanged
 CHANGED_MEANWHILE = "CM909"  # the file changed on disk while it was being migrated: left as it is now
 REMOVED_API = "CM908"  # the migrated file would import or call what the era's runtime removed: left unchanged
 # A note, not an error: legacy cache code that no model class of the file can hand a cache to (the file is left as it

@@ -19,6 +19,7 @@ import time
 import libcst as cst
 
 from . import diagnostics as codes
+from . import guard
 from .analysis import Locator, ModuleInfo, analyze
 from .apply import ApplyError, Reformat, apply_plan
 from .audit import Offsets, claims_of, find_violation
@@ -162,6 +163,9 @@ def _mentions_cache(code: str, era: Era) -> bool:
 
 
 def _parse(code: str, path: str) -> tuple[cst.Module | None, Diagnostic | None]:
+    refused = guard.check(code, path)  # Python's own parser first: its syntax errors, and nesting too deep
+    if refused:
+        return None, refused
     try:
         return cst.parse_module(code), None
     except cst.ParserSyntaxError as exc:
