@@ -73,6 +73,13 @@ def unbound_names(
     return None
 
 
+# the end of a CM900 for an idiom no rule of any era rewrites (:mod:`cachemigrate.suppressed_edits` and the era gaps
+# of :mod:`cachemigrate.gaps` put what they know in its place)
+NO_RULE = (
+    "and no rule rewrites this idiom; the file was left unchanged. Migrate this statement by hand or add a rule for it"
+)
+
+
 def leftover_diagnostics(
     before: ModuleInfo,
     new_module: cst.Module,
@@ -139,9 +146,6 @@ def leftover_diagnostics(
             )
         else:
             what = f"`{first.variable}` is used as a tuple cache in {function} ({', '.join(idioms)}{where})"
-        message = (
-            f"{what} and no rule rewrites this idiom; the file was left unchanged. Migrate this statement by hand "
-            "or add a rule for it"
-        )
+        message = f"{what} {NO_RULE}"
         result.append(Diagnostic(path, line, column, codes.UNKNOWN_IDIOM, message))
     return result
