@@ -29,6 +29,7 @@ from .converters import find_converters
 from .excerpts import quote, source_line
 from .imports import IMPORTS_RULE
 from .first_step import first_step_diagnostics
+from .gaps import era_gaps
 from .leftovers import edited_functions, edited_tops, leftover_diagnostics, unbound_names
 from .outside import explain as explain_outside
 from .planning import plan_rules
@@ -258,6 +259,7 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
         return done("failed", diags=[_no_model(before, path, locate)])
     rules = ruleset.for_tier(options.tier)
     plan, matched, found = plan_rules(module, before, rules, era, path, options, locate)
+    gap = era_gaps(module, before, ruleset, options, path, locate)  # planned only if a CM900 needs it
     plan, suppressed = leave_out(module, plan, code, path)
     try:
         new_module = apply_and_prove(module, plan, options)
@@ -281,7 +283,7 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
     if unbound and found:
         # a rule could not be applied, so the file stays as it is anyway: what the user can act on is why, not
         # the half-planned code the other rules would have left
-        found.extend(leftover_diagnostics(before, reparsed, edited, functions, era, path, locate))
+        found.extend(leftover_diagnostics(before, reparsed, edited, functions, era, path, locate, gap=gap))
         return done("failed", diags=found, applied=dict(matched))
     if unbound:
         function, names = unbound
@@ -292,7 +294,7 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
             "report it with this file"
         )
         return done("error", diags=[Diagnostic(path, line, column, codes.REGION_VIOLATION, message)])
-    found.extend(leftover_diagnostics(before, reparsed, edited, functions, era, path, locate, converters))
+    found.extend(leftover_diagnostics(before, reparsed, edited, functions, era, path, locate, converters, gap))
     found.extend(first_step_diagnostics(before, reparsed, era, path, locate))
     found.extend(removed_uses(module, new_module, era, path, locate))
     applied = {rule: count for rule, count in matched.items()}
