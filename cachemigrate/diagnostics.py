@@ -22,10 +22,15 @@ class Diagnostic:
 
 # Codes the engine itself emits (rules emit their own ids).
 UNKNOWN_IDIOM = "CM900"  # a legacy use of the cache that no rule rewrote
+# the end of a CM900 for an idiom no rule of any era rewrites (edit/suppressed.py and proof/gaps.py put what they
+# know in its place)
+NO_RULE = (
+    "and no rule rewrites this idiom; the file was left unchanged. Migrate this statement by hand or add a rule for it"
+)
 RULE_NOT_APPLIED = "CM901"  # a required rule found nothing to rewrite in its role
 PARSE_ERROR = "CM902"  # the file is not valid Python
 NO_ROLES = "CM903"  # legacy cache code was found but the attention/block/model roles were not
-# Codes of reading and writing files (cachemigrate.source, cachemigrate.writing).
+# Codes of reading and writing files (cachemigrate.source.decode, cachemigrate.source.writing).
 UNREADABLE = "CM904"  # not text, an unknown or wrong encoding, or an I/O error on reading: left unchanged
 READ_ONLY = "CM905"  # the file (or the target of its symlink) is read-only: not rewritten
 UNWRITABLE = "CM906"  # writing the migrated file failed (or it cannot be encoded back): left unchanged

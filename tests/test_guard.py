@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cachemigrate import guard
-from cachemigrate.cli import main
+from cachemigrate.source import guard
+from cachemigrate.cli.main import main
 
 LEGACY = (Path(__file__).resolve().parent.parent / "fixtures" / "4.52" / "full" / "before.py").read_text()
 

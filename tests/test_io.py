@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cachemigrate.cli import main
+from cachemigrate.cli.main import main
 from conftest import summary_of
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -129,7 +129,7 @@ def test_an_unwritable_report_exits_2_before_any_file_is_written(folder, where):
 
 def test_an_edit_made_while_the_file_is_migrated_is_kept(folder, monkeypatch):
     """The engine takes its time; the user saves the file meanwhile: their edit wins, and they are told."""
-    from cachemigrate import runner
+    from cachemigrate.cli import runner
 
     target = folder / "modeling_x.py"
     target.write_bytes(BEFORE)
@@ -192,7 +192,7 @@ def test_a_report_through_a_symlink_to_stdout(folder):
     target.write_bytes(BEFORE)
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
     done = subprocess.run(
-        [sys.executable, "-m", "cachemigrate.cli", "migrate", "--era", "4.52", "-q", "--check", "--report",
+        [sys.executable, "-m", "cachemigrate.cli.main", "migrate", "--era", "4.52", "-q", "--check", "--report",
          "/dev/stdout", str(target)],
         capture_output=True, env=env, timeout=300,
     )  # fmt: skip
@@ -230,7 +230,7 @@ def test_a_failed_write_is_a_diagnostic_and_the_file_is_unchanged(folder, monkey
     def full_disk(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("cachemigrate.batch.write_atomically", full_disk)
+    monkeypatch.setattr("cachemigrate.cli.batch.write_atomically", full_disk)
     result = cli(target)
     assert result.exit_code == 1
     assert f"{target}:1:1: CM906 cannot write the file: No space left on device" in result.stdout
@@ -238,7 +238,7 @@ def test_a_failed_write_is_a_diagnostic_and_the_file_is_unchanged(folder, monkey
 
 
 def test_write_atomically_keeps_the_old_bytes_when_writing_fails(tmp_path, monkeypatch):
-    from cachemigrate import writing
+    from cachemigrate.source import writing
 
     target = tmp_path / "m.py"
     target.write_bytes(b"old\n")

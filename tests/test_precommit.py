@@ -103,7 +103,7 @@ def test_the_readme_snippet_works_as_printed(project, tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     launcher = bin_dir / "cachemigrate"
-    launcher.write_text(f'#!/bin/sh\nPYTHONPATH="{REPO}" exec "{sys.executable}" -m cachemigrate.cli "$@"\n')
+    launcher.write_text(f'#!/bin/sh\nPYTHONPATH="{REPO}" exec "{sys.executable}" -m cachemigrate.cli.main "$@"\n')
     launcher.chmod(0o755)
     env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
 
