@@ -184,20 +184,30 @@ def test_a_device_as_report_is_written_into_and_stays_a_device(folder):
     assert target.read_bytes() == AFTER
 
 
-def test_a_report_through_a_symlink_to_stdout(folder):
+@pytest.mark.parametrize("stdout", ["a pipe", "a file"])
+def test_a_report_through_a_symlink_to_stdout(folder, stdout):
+    """``--report /dev/stdout``: into the pipe, or into the very file the shell opened (not a new one put in its
+    place, which would lose whatever else the run writes to standard output)."""
     import subprocess
     import sys
 
     target = folder / "modeling_x.py"
     target.write_bytes(BEFORE)
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
-    done = subprocess.run(
-        [sys.executable, "-m", "cachemigrate.cli.main", "migrate", "--era", "4.52", "-q", "--check", "--report",
-         "/dev/stdout", str(target)],
-        capture_output=True, env=env, timeout=300,
-    )  # fmt: skip
+    command = [sys.executable, "-m", "cachemigrate.cli.main", "migrate", "--era", "4.52", "-q", "--check",
+               "--report", "/dev/stdout", str(target)]  # fmt: skip
+    if stdout == "a pipe":
+        done = subprocess.run(command, capture_output=True, env=env, timeout=300)
+        written = done.stdout
+    else:
+        redirected = folder / "out.json"
+        with open(redirected, "wb") as stream:
+            inode = os.fstat(stream.fileno()).st_ino
+            done = subprocess.run(command, stdout=stream, stderr=subprocess.PIPE, env=env, timeout=300)
+        assert os.stat(redirected).st_ino == inode  # written through, not replaced
+        written = redirected.read_bytes()
     assert done.returncode == 1, done.stderr  # --check: the file would change
-    assert json.loads(done.stdout)["files"][0]["status"] == "migrated"
+    assert json.loads(written)["files"][0]["status"] == "migrated"
 
 
 def test_a_report_on_a_full_disk_is_an_error_after_the_summary_not_an_internal_error(folder):

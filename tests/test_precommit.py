@@ -56,7 +56,7 @@ def project(tmp_path) -> Path:
     (project / "fork").mkdir(parents=True)
     (project / "tests").mkdir()
     # the fixtures' line length; the era, as a project using the hook sets it: the hook's own virtualenv has no
-    # transformers to choose it from (the newest era would be taken)
+    # transformers to choose it from (the portable target would be taken)
     (project / "pyproject.toml").write_text('[tool.black]\nline-length = 119\n\n[tool.cachemigrate]\nera = "4.52"\n')
     shutil.copyfile(BEFORE, project / "fork" / "modeling_pebble.py")
     shutil.copyfile(AFTER, project / "fork" / "modeling_done.py")

@@ -56,12 +56,14 @@ def write_atomically(path: Path | str, data: bytes) -> None:
 
 
 def is_special(path: Path | str) -> bool:
-    """``path`` (through symlinks) exists and is not a regular file or a folder: a device, a FIFO, a socket."""
+    """``path`` (through symlinks) exists and is not a regular file or a folder: a device, a FIFO, a socket; or it
+    is named under /dev (``/dev/stdout`` redirected to a file is that file, opened by the shell: it is written
+    through, not replaced)."""
     try:
         mode = os.stat(path).st_mode
     except OSError:
         return False
-    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)) or Path(os.path.abspath(path)).parts[:2] == ("/", "dev")
 
 
 def is_read_only(path: Path | str) -> bool:
