@@ -22,6 +22,11 @@ class Diagnostic:
 
 # Codes the engine itself emits (rules emit their own ids).
 UNKNOWN_IDIOM = "CM900"  # a legacy use of the cache that no rule rewrote
+# the end of a CM900 for an idiom no rule of any era rewrites (edit/suppressed.py and proof/gaps.py put what they
+# know in its place)
+NO_RULE = (
+    "and no rule rewrites this idiom; the file was left unchanged. Migrate this statement by hand or add a rule for it"
+)
 RULE_NOT_APPLIED = "CM901"  # a required rule found nothing to rewrite in its role
 PARSE_ERROR = "CM902"  # the file is not valid Python
 NO_ROLES = "CM903"  # legacy cache code was found but the attention/block/model roles were not
@@ -30,6 +35,8 @@ UNREADABLE = "CM904"  # not text, an unknown or wrong encoding, or an I/O error 
 READ_ONLY = "CM905"  # the file (or the target of its symlink) is read-only: not rewritten
 UNWRITABLE = "CM906"  # writing the migrated file failed (or it cannot be encoded back): left unchanged
 SUPPRESSED = "CM907"  # `# cachemigrate: skip` on a statement left edits out, and the file cannot do without them
+TOO_DEEP = "CM910"  # an expression nested too deep for the engine (or for Python's parser): left unchanged
+CHANGED_MEANWHILE = "CM909"  # the file changed on disk while it was being migrated: left as it is now
 REMOVED_API = "CM908"  # the migrated file would import or call what the era's runtime removed: left unchanged
 # A note, not an error: legacy cache code that no model class of the file can hand a cache to (the file is left as it
 # is and counts as having nothing to migrate; in the encoder-decoder family's range of codes)

@@ -22,12 +22,14 @@ from . import diagnostics as codes
 from .facts.analysis import Locator, ModuleInfo, analyze
 from .edit.apply import ApplyError, Reformat, apply_plan
 from .proof.audit import Offsets, claims_of, find_violation
+from .source import guard
 from .diagnostics import Diagnostic
 from .edit.edits import Plan
 from .facts.converters import find_converters
 from .excerpts import quote, source_line
 from .edit.imports import IMPORTS_RULE
 from .proof.first_step import first_step_diagnostics
+from .proof.gaps import era_gaps
 from .proof.leftovers import edited_functions, edited_tops, leftover_diagnostics, unbound_names
 from .facts.outside import explain as explain_outside
 from .rules.planning import plan_rules
@@ -162,6 +164,9 @@ def _mentions_cache(code: str, era: Era) -> bool:
 
 
 def _parse(code: str, path: str) -> tuple[cst.Module | None, Diagnostic | None]:
+    refused = guard.check(code, path)  # Python's own parser first: its syntax errors, and nesting too deep
+    if refused:
+        return None, refused
     try:
         return cst.parse_module(code), None
     except cst.ParserSyntaxError as exc:
@@ -254,6 +259,7 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
         return done("failed", diags=[_no_model(before, path, locate)])
     rules = ruleset.for_tier(options.tier)
     plan, matched, found = plan_rules(module, before, rules, era, path, options, locate)
+    gap = era_gaps(module, before, ruleset, options, path, locate)  # planned only if a CM900 needs it
     plan, suppressed = leave_out(module, plan, code, path)
     try:
         new_module = apply_and_prove(module, plan, options)
@@ -277,7 +283,7 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
     if unbound and found:
         # a rule could not be applied, so the file stays as it is anyway: what the user can act on is why, not
         # the half-planned code the other rules would have left
-        found.extend(leftover_diagnostics(before, reparsed, edited, functions, era, path, locate))
+        found.extend(leftover_diagnostics(before, reparsed, edited, functions, era, path, locate, gap=gap))
         return done("failed", diags=found, applied=dict(matched))
     if unbound:
         function, names = unbound
@@ -288,7 +294,7 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
             "report it with this file"
         )
         return done("error", diags=[Diagnostic(path, line, column, codes.REGION_VIOLATION, message)])
-    found.extend(leftover_diagnostics(before, reparsed, edited, functions, era, path, locate, converters))
+    found.extend(leftover_diagnostics(before, reparsed, edited, functions, era, path, locate, converters, gap))
     found.extend(first_step_diagnostics(before, reparsed, era, path, locate))
     found.extend(removed_uses(module, new_module, era, path, locate))
     applied = {rule: count for rule, count in matched.items()}

@@ -129,6 +129,28 @@ def test_an_unknown_era_exits_2(project):
     assert "unknown era '9.99'" in result.stderr and "4.52" in result.stderr
 
 
+def test_with_no_era_configured_and_no_transformers_the_portable_target_is_taken_and_said(project, monkeypatch):
+    """As in a pre-commit hook's virtualenv: the runtime is unknown, so the target must run on every runtime."""
+    from importlib import metadata
+
+    real = metadata.version
+
+    def version(name):
+        if name == "transformers":
+            raise metadata.PackageNotFoundError(name)
+        return real(name)
+
+    monkeypatch.setattr(metadata, "version", version)
+    shutil.copyfile(project, project.with_name("modeling_named.py"))
+    result = cli("migrate", project)
+    assert result.exit_code == 0, result.output
+    first = result.stderr.splitlines()[0]
+    assert first.startswith("era portable (transformers is not installed") and ">=4.50" in first, first
+    named = cli("migrate", "--era", "portable", project.with_name("modeling_named.py"))
+    assert named.exit_code == 0, named.output
+    assert project.read_bytes() == project.with_name("modeling_named.py").read_bytes() != BEFORE.read_bytes()
+
+
 def test_a_bad_rules_directory_exits_2_naming_the_file_and_key(project):
     bad = FIXTURES / "bad_rules" / "unknown_action"
     result = cli("migrate", "--era", "4.52", "--rules", bad, project)
@@ -202,6 +224,37 @@ def test_pyproject_bad_value_exits_2_naming_the_key(project, setting, key):
     result = cli("migrate", "--era", "4.52", project)
     assert result.exit_code == 2
     assert f"key `{key}`: expected" in result.stderr
+
+
+def test_an_unknown_era_in_pyproject_exits_2_naming_the_file(project):
+    pyproject = project.parent / "pyproject.toml"
+    pyproject.write_text(PYPROJECT + '\n[tool.cachemigrate]\nera = "4.99"\n')
+    result = cli("migrate", project)
+    assert result.exit_code == 2, result.output
+    assert f"{pyproject}: [tool.cachemigrate] key `era`: unknown era '4.99'" in result.stderr
+
+
+@pytest.mark.parametrize("where", ["command line", "config"])
+@pytest.mark.parametrize("what", ["missing", "a .py file"])
+def test_a_rules_path_that_is_no_directory_exits_2_even_with_a_warm_cache(project, where, what):
+    """The first run fills the result cache (a clean file, and the legacy one): a second run answers both from
+    it, and must still refuse the bad --rules before answering anything."""
+    clean = project.with_name("modeling_clean.py")
+    clean.write_text("def f(x):\n    return x\n")
+    warm = cli("migrate", "--era", "4.52", "--check", project, clean)
+    assert warm.exit_code == 1, warm.output
+    bad = project.parent / ("no_such_rules" if what == "missing" else "rules.py")
+    if what != "missing":
+        bad.write_text("x = 1\n")
+    if where == "config":
+        (project.parent / "pyproject.toml").write_text(PYPROJECT + f'\n[tool.cachemigrate]\nrules = ["{bad.name}"]\n')
+        result = cli("migrate", "--era", "4.52", "--check", project, clean)
+        assert f"{project.parent / 'pyproject.toml'}: [tool.cachemigrate] key `rules`: '{bad.name}'" in result.stderr
+    else:
+        result = cli("migrate", "--era", "4.52", "--check", "--rules", bad, project, clean)
+        assert f"error: --rules {bad}: " in result.stderr
+    assert result.exit_code == 2, result.output
+    assert ("does not exist" if what == "missing" else "not a directory") in result.stderr
 
 
 def test_pyproject_include_and_exclude(tmp_path):

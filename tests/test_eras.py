@@ -38,9 +38,10 @@ def test_the_fingerprint_of_an_era_changes_with_a_rule_of_the_era_it_extends(tmp
 
 @pytest.mark.parametrize(
     "version, expected",
-    [("4.51.3", "4.52"), ("4.57.6", "4.56"), ("5.24.0", "5"), ("6.0.0", "5"), ("3.0.0", "4.52"), (None, "5")],
+    [("4.51.3", "4.52"), ("4.57.6", "4.56"), ("5.24.0", "5"), ("6.0.0", "5"), ("3.0.0", "4.52"), (None, "portable")],
 )
 def test_the_era_for_a_transformers_version(version, expected):
-    """Inside a runtime range, that era; above every range the newest below; below all, the oldest; never the
-    portable target (it is only chosen by name)."""
+    """Inside a runtime range, that era; above every range the newest below; below all, the oldest. An unknown
+    runtime (None: transformers is not installed) gets the era whose code runs on every release from the earliest
+    on: the portable target, never one that may break the user's runtime."""
     assert eras.era_for_version(version) == expected

@@ -127,6 +127,102 @@ def test_an_unwritable_report_exits_2_before_any_file_is_written(folder, where):
     assert target.read_bytes() == BEFORE
 
 
+def test_an_edit_made_while_the_file_is_migrated_is_kept(folder, monkeypatch):
+    """The engine takes its time; the user saves the file meanwhile: their edit wins, and they are told."""
+    from cachemigrate.cli import runner
+
+    target = folder / "modeling_x.py"
+    target.write_bytes(BEFORE)
+    edited = BEFORE + b"\n# saved by the user while the migration ran\n"
+    engine = runner.migrate_bytes
+
+    def slow_engine(data, *args, **kwargs):
+        result = engine(data, *args, **kwargs)
+        target.write_bytes(edited)
+        return result
+
+    monkeypatch.setattr(runner, "migrate_bytes", slow_engine)
+    result = cli(target)
+    assert result.exit_code == 1, result.output
+    assert target.read_bytes() == edited
+    assert f"{target}:1:1: CM909 the file changed while it was being migrated" in result.stdout
+    assert summary_of(result.stderr) == {"left unchanged (diagnostics)": 1}
+    monkeypatch.setattr(runner, "migrate_bytes", engine)
+    again = cli(target)  # the next run migrates the edited file
+    assert again.exit_code == 0 and target.read_bytes() == AFTER + b"\n# saved by the user while the migration ran\n"
+
+
+def test_a_fifo_as_report_is_written_into_and_stays_a_fifo(folder):
+    import threading
+
+    target = folder / "modeling_x.py"
+    target.write_bytes(BEFORE)
+    fifo = folder / "report.fifo"
+    os.mkfifo(fifo)
+    received = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    result = cli("--report", fifo, target)
+    assert result.exit_code == 0, result.output
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)  # not renamed over by a regular file
+    reader.join(30)
+    assert received and json.loads(received[0])["counts"]["migrated"] == 1
+
+
+def test_a_device_as_report_is_written_into_and_stays_a_device(folder):
+    """A null device of the test's own (mknod, as root): the machine's /dev/null is never at risk."""
+    device = folder / "null"
+    try:
+        os.mknod(device, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    except (PermissionError, OSError) as exc:
+        pytest.skip(f"cannot make a device node here: {exc}")
+    target = folder / "modeling_x.py"
+    target.write_bytes(BEFORE)
+    result = cli("--report", device, target)
+    assert result.exit_code == 0, result.output
+    assert stat.S_ISCHR(os.lstat(device).st_mode) and os.stat(device).st_rdev == os.makedev(1, 3)
+    assert target.read_bytes() == AFTER
+
+
+@pytest.mark.parametrize("stdout", ["a pipe", "a file"])
+def test_a_report_through_a_symlink_to_stdout(folder, stdout):
+    """``--report /dev/stdout``: into the pipe, or into the very file the shell opened (not a new one put in its
+    place, which would lose whatever else the run writes to standard output)."""
+    import subprocess
+    import sys
+
+    target = folder / "modeling_x.py"
+    target.write_bytes(BEFORE)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    command = [sys.executable, "-m", "cachemigrate.cli.main", "migrate", "--era", "4.52", "-q", "--check",
+               "--report", "/dev/stdout", str(target)]  # fmt: skip
+    if stdout == "a pipe":
+        done = subprocess.run(command, capture_output=True, env=env, timeout=300)
+        written = done.stdout
+    else:
+        redirected = folder / "out.json"
+        with open(redirected, "wb") as stream:
+            inode = os.fstat(stream.fileno()).st_ino
+            done = subprocess.run(command, stdout=stream, stderr=subprocess.PIPE, env=env, timeout=300)
+        assert os.stat(redirected).st_ino == inode  # written through, not replaced
+        written = redirected.read_bytes()
+    assert done.returncode == 1, done.stderr  # --check: the file would change
+    assert json.loads(written)["files"][0]["status"] == "migrated"
+
+
+def test_a_report_on_a_full_disk_is_an_error_after_the_summary_not_an_internal_error(folder):
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full here")
+    target = folder / "modeling_x.py"
+    target.write_bytes(BEFORE)
+    result = cli("--report", "/dev/full", target)
+    assert result.exit_code == 1, result.output
+    assert "error: --report /dev/full: cannot write the report: No space left on device" in result.stderr
+    assert "internal error" not in result.output
+    assert summary_of(result.stderr) == {"migrated": 1}  # the summary is still shown
+    assert target.read_bytes() == AFTER
+
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="root may write in a read-only folder")
 def test_a_report_in_a_read_only_folder_exits_2(folder):
     target = folder / "modeling_x.py"

@@ -1,11 +1,13 @@
 """cachemigrate installed the way users install it: a wheel in a fresh virtualenv (no editable install, no torch,
-no transformers, no checkout on the path) finds its built-in rules and migrates a file.
+no transformers, no checkout on the path) finds its built-in rules and runs every subcommand: migrate, verify,
+probe (its runtimes are other interpreters: this one, with torch and transformers) and rules.
 
 The wheel is built from a copy of the sources (nothing is written into the checkout); the virtualenv gets the wheel
 and its runtime dependencies from the package index pip is set up with, as ``pip install cachemigrate`` would."""
 
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -40,7 +42,7 @@ def _can_build_here() -> bool:
 @pytest.fixture(scope="session")
 def wheel(tmp_path_factory) -> Path:
     source = tmp_path_factory.mktemp("source")
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "setup.py", "README.md"):
         shutil.copyfile(REPO / name, source / name)
     for name in ("cachemigrate", "rules"):
         shutil.copytree(REPO / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
@@ -80,11 +82,39 @@ def test_a_wheel_install_migrates_a_file(venv, tmp_path):
     diff = _run(venv / "bin" / "cachemigrate", "migrate", "--era", "4.52", "--diff", target, cwd=tmp_path).stdout
     assert "\n+            k, v = layer_past.update(k, v, self.layer_idx)\n" in diff
     assert target.read_bytes() == BEFORE.read_bytes()
-    # without --era: transformers is not installed there, so the newest era is taken
+    # without --era: transformers is not installed there, so the portable target is taken
     result = _run(venv / "bin" / "cachemigrate", "migrate", target, cwd=tmp_path)
-    assert "transformers is not installed" in result.stderr
+    assert result.stderr.startswith("era portable (transformers is not installed"), result.stderr
     assert b"DynamicCache" in target.read_bytes()
     rules = _run(venv / "bin" / "cachemigrate", "rules", "--era", "4.52", cwd=tmp_path).stdout
     shipped = {line.split()[0] for line in rules.splitlines()}
     in_the_checkout = {path.stem for path in (REPO / "rules" / "4.52").glob("CM*.toml")}
     assert shipped == in_the_checkout  # every built-in rule is in the wheel
+
+
+def test_the_wheel_has_every_package_of_the_checkout(wheel):
+    """Packages are found, not listed: a subpackage added to cachemigrate/ ships without naming it anywhere."""
+    import zipfile
+
+    shipped = {name.rsplit("/", 1)[0] for name in zipfile.ZipFile(wheel).namelist() if name.endswith("/__init__.py")}
+    in_repo = {p.parent.relative_to(REPO).as_posix() for p in (REPO / "cachemigrate").rglob("__init__.py")}
+    assert in_repo and in_repo <= shipped
+
+
+def test_a_wheel_install_verifies_and_probes(venv, tmp_path):
+    """verify and probe from the wheel: the fork's tests are a command of the user's, the probe's two sides run
+    in an interpreter that has torch and transformers (this one), with the wheel's own probe package."""
+    fork = tmp_path / "fork"
+    shutil.copytree(REPO / "fixtures" / "tinyfork" / "tinyfork", fork / "tinyfork")
+    (fork / "pyproject.toml").write_text('[tool.cachemigrate]\nera = "4.52"\n')
+    (fork / "tests").mkdir()
+    shutil.copytree(fork / "tinyfork", tmp_path / "original" / "tinyfork")  # its package, for relative imports
+    original = tmp_path / "original" / "tinyfork" / "modeling_tinyfork.py"
+    tests = f"{venv / 'bin' / 'python'} -c pass"
+    verified = _run(venv / "bin" / "cachemigrate", "verify", fork, "--tests", tests, cwd=tmp_path)
+    migrated = fork / "tinyfork" / "modeling_tinyfork.py"
+    assert migrated.read_bytes() != original.read_bytes(), verified.stderr
+    assert b"DynamicCache" in migrated.read_bytes()
+    probed = _run(venv / "bin" / "cachemigrate", "probe", original, migrated, "--original-python", sys.executable,
+                  "--migrated-python", sys.executable, cwd=tmp_path)  # fmt: skip
+    assert re.search(r"probe: [1-9]\d* passed, \d+ skipped, 0 diverged", probed.stdout), probed.stdout

@@ -7,12 +7,14 @@ tqdm; never torch) from the package index pip is set up with. PRE_COMMIT_HOME an
 test's temporary folder."""
 
 import os
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "fixtures"
@@ -21,10 +23,7 @@ AFTER = FIXTURES / "4.52" / "full" / "after.py"
 WEIRD = FIXTURES / "unknown_idiom" / "modeling_weird.py"
 PRE_COMMIT = shutil.which("pre-commit", path=str(Path(sys.executable).parent)) or shutil.which("pre-commit")
 
-pytestmark = [
-    pytest.mark.packaging,
-    pytest.mark.skipif(PRE_COMMIT is None, reason="pre-commit is not installed (it is in the test extra)"),
-]
+pytestmark = pytest.mark.skipif(PRE_COMMIT is None, reason="pre-commit is not installed (it is in the test extra)")
 
 
 def _git(folder: Path, *args: str) -> None:
@@ -42,7 +41,7 @@ def hook_repo(tmp_path) -> Path:
     """This checkout as pre-commit fetches it: a git repository with the hook manifest, committed."""
     copy = tmp_path / "cachemigrate"
     copy.mkdir()
-    for name in ("pyproject.toml", "README.md", ".pre-commit-hooks.yaml"):
+    for name in ("pyproject.toml", "setup.py", "README.md", ".pre-commit-hooks.yaml"):
         shutil.copyfile(REPO / name, copy / name)
     for name in ("cachemigrate", "rules"):
         shutil.copytree(REPO / name, copy / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
@@ -57,7 +56,7 @@ def project(tmp_path) -> Path:
     (project / "fork").mkdir(parents=True)
     (project / "tests").mkdir()
     # the fixtures' line length; the era, as a project using the hook sets it: the hook's own virtualenv has no
-    # transformers to choose it from (the newest era would be taken)
+    # transformers to choose it from (the portable target would be taken)
     (project / "pyproject.toml").write_text('[tool.black]\nline-length = 119\n\n[tool.cachemigrate]\nera = "4.52"\n')
     shutil.copyfile(BEFORE, project / "fork" / "modeling_pebble.py")
     shutil.copyfile(AFTER, project / "fork" / "modeling_done.py")
@@ -69,20 +68,54 @@ def project(tmp_path) -> Path:
     return project
 
 
-def _try_repo(project: Path, hook_repo: Path, *hook: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
-    env["PRE_COMMIT_HOME"] = str(project.parent / "pre-commit-home")
-    env["PRE_COMMIT_COLOR"] = "never"
+def _pre_commit(project: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
+    clean["PRE_COMMIT_HOME"] = str(project.parent / "pre-commit-home")
+    clean["PRE_COMMIT_COLOR"] = "never"
     return subprocess.run(
-        [PRE_COMMIT, "try-repo", str(hook_repo), *hook, "--all-files"],
-        cwd=project,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
+        [PRE_COMMIT, *args], cwd=project, env={**clean, **(env or {})}, capture_output=True, text=True, timeout=900
     )
 
 
+def _try_repo(project: Path, hook_repo: Path, *hook: str) -> subprocess.CompletedProcess:
+    return _pre_commit(project, "try-repo", str(hook_repo), *hook, "--all-files")
+
+
+def _readme_snippet() -> str:
+    """The pre-commit configuration the README prints, exactly as printed."""
+    text = (REPO / "README.md").read_text()
+    [snippet] = re.findall(r"```yaml\n(repos:\n.*?)```", text, flags=re.DOTALL)
+    return snippet
+
+
+def test_the_readme_snippet_works_as_printed(project, tmp_path):
+    """The fork's .pre-commit-config.yaml is the README's snippet, byte for byte; `cachemigrate` is the one
+    installed where pre-commit runs (here: this checkout, through a launcher on PATH)."""
+    snippet = _readme_snippet()
+    manifest = {hook["id"]: hook for hook in yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())}
+    [hook] = yaml.safe_load(snippet)["repos"][0]["hooks"]
+    shipped = manifest[hook["id"]]
+    assert {k: hook[k] for k in ("entry", "files", "exclude", "types")} == {
+        k: shipped[k] for k in ("entry", "files", "exclude", "types")
+    }  # the snippet runs what the published hook runs
+    (project / ".pre-commit-config.yaml").write_text(snippet)
+    _commit_all(project, "the hook, as the README prints it")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    launcher = bin_dir / "cachemigrate"
+    launcher.write_text(f'#!/bin/sh\nPYTHONPATH="{REPO}" exec "{sys.executable}" -m cachemigrate.cli.main "$@"\n')
+    launcher.chmod(0o755)
+    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+    check = _pre_commit(project, "run", "--all-files", env=env)
+    output = check.stdout + check.stderr
+    assert check.returncode == 1, output
+    assert "--- a/fork/modeling_pebble.py\n+++ b/fork/modeling_pebble.py\n" in output
+    assert "modeling_tf_pebble" not in output and "test_modeling_pebble" not in output
+    assert (project / "fork" / "modeling_pebble.py").read_bytes() == BEFORE.read_bytes()
+
+
+@pytest.mark.packaging
 def test_check_fails_with_the_diff_and_diagnostics_fix_writes_and_then_both_pass(project, hook_repo):
     fork = project / "fork"
     untouched = {

@@ -200,3 +200,32 @@ def test_ctrl_c_while_verify_migrates_in_memory_ends_the_workers_and_writes_noth
         time.sleep(0.05)
     assert not [pid for pid in workers if alive(pid)]
     assert check_files(fork) == 0
+
+
+def test_sigint_at_j1_while_libcst_parses_a_huge_file_stops_at_once(tmp_path):
+    """libcst's parser is native code that no signal handler can interrupt: at -j 1 as at -j 2 the engine runs in
+    a worker, so the main process stops it at once. The file is a legacy model with a table of 300,000 numbers
+    (seconds of parsing); it is signalled once its worker has started on it."""
+    target = tmp_path / "modeling_huge.py"
+    target.write_bytes(BEFORE + b"\n\nTABLE = [" + ", ".join(map(str, range(300_000))).encode() + b"]\n")
+    original = target.read_bytes()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    command = [sys.executable, "-m", "cachemigrate.cli.main", "migrate", "--era", "4.52", "-j", "1", str(target)]
+    process = subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    deadline = time.monotonic() + 60
+    while not (workers := children(process.pid)):
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+        time.sleep(0.02)
+    time.sleep(1)  # the worker is parsing
+    assert process.poll() is None
+    seconds, stderr = stop(process, signal.SIGINT, group=False)
+    assert process.returncode == 130, stderr
+    assert seconds < 5, f"took {seconds:.1f}s to stop"
+    assert "interrupted by SIGINT: stopped after 0 of 1 files" in stderr
+    deadline = time.monotonic() + 2
+    while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [pid for pid in workers if alive(pid)], "the worker outlived the run"
+    assert target.read_bytes() == original

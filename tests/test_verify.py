@@ -210,6 +210,28 @@ def test_non_pytest_command_is_judged_by_its_exit_status_and_usage_errors(fork):
     assert result.exit_code == 2 and "cannot be combined" in result.stderr
 
 
+def test_a_tests_command_that_does_not_exist_is_a_usage_error(fork):
+    original = (fork / MODELING).read_bytes()
+    result = verify(fork, "--tests", "no-such-test-runner-here -q")
+    assert result.exit_code == 2, result.output
+    assert "`no-such-test-runner-here` is not a command" in result.stderr
+    assert "internal error" not in result.output and (fork / MODELING).read_bytes() == original
+
+
+def test_an_edit_made_while_the_baseline_runs_is_kept(fork):
+    """The user saves the modeling file while the tests run on the original: neither the migration nor a restore
+    may overwrite it."""
+    original = (fork / MODELING).read_bytes()
+    edits_once = (
+        'python -c \'p = "tinyfork/modeling_tinyfork.py"; t = open(p).read(); '
+        '"# saved" in t or open(p, "a").write("# saved\\n")\''
+    )
+    result = verify(fork, "--tests", edits_once)
+    assert result.exit_code == 1, result.output
+    assert (fork / MODELING).read_bytes() == original + b"# saved\n"
+    assert ": CM909 the file changed while it was being migrated" in result.stdout
+
+
 def test_junit_parsing_and_comparison(tmp_path):
     junit = tmp_path / "junit.xml"
     junit.write_text("""<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest">

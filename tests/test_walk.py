@@ -199,3 +199,30 @@ def test_a_bad_pattern_list_in_config_exits_2(project):
     result = CliRunner().invoke(main, ["migrate", "--era", "4.52", str(project)])
     assert result.exit_code == 2
     assert "key `force-exclude`: expected true (apply the excludes" in result.stderr and "got [1]" in result.stderr
+
+
+def test_a_symlink_loop_is_reported_and_the_walk_goes_on(tmp_path):
+    make(tmp_path, "fork/modeling_fine.py", "fork/sub/modeling_deep.py")
+    fork = tmp_path / "fork"
+    (fork / "modeling_loop.py").symlink_to(fork / "modeling_back.py")
+    (fork / "modeling_back.py").symlink_to(fork / "modeling_loop.py")
+    (fork / "sub" / "spin").symlink_to(fork / "sub" / "spin")  # a link to itself
+    result = CliRunner().invoke(main, ["migrate", "--era", "4.52", "--report", str(tmp_path / "r.json"), str(fork)])
+    assert result.exit_code == 0, result.output
+    files = {
+        Path(f["path"]).relative_to(fork).as_posix() for f in json.loads((tmp_path / "r.json").read_text())["files"]
+    }
+    assert files == {"modeling_fine.py", "sub/modeling_deep.py"}
+    for name in ("modeling_loop.py", "modeling_back.py", "sub/spin"):
+        assert f"warning: {fork / name}: a symlink loop (" in result.stderr, result.stderr
+
+
+def test_a_symlinked_modeling_file_left_out_of_a_walk_is_said_with_v(tmp_path):
+    make(tmp_path, "fork/modeling_fine.py", "elsewhere/modeling_far.py")
+    (tmp_path / "fork" / "modeling_link.py").symlink_to(tmp_path / "elsewhere" / "modeling_far.py")
+    plain = CliRunner().invoke(main, ["migrate", "--era", "4.52", str(tmp_path / "fork")])
+    verbose = CliRunner().invoke(main, ["migrate", "--era", "4.52", "-v", str(tmp_path / "fork")])
+    assert plain.exit_code == verbose.exit_code == 0, verbose.output
+    said = f"note: {tmp_path / 'fork' / 'modeling_link.py'}: a symlink to {tmp_path / 'elsewhere' / 'modeling_far.py'}"
+    assert said not in plain.stderr and said in verbose.stderr, verbose.stderr
+    assert "outside the walked folder: skipped (name it to migrate it)" in verbose.stderr

@@ -20,7 +20,7 @@ from ..diagnostics import Diagnostic
 from .progress import Reporter
 from ..edit.render import unified_diff
 from ..results import Options
-from .runner import Failure, Result, failed, run
+from .runner import Failure, Result, changed_meanwhile, changed_since_read, failed, run
 from .signals import Interrupted, StopOnSignal
 from ..source.writing import is_read_only, read_only_diagnostic, write_atomically
 
@@ -70,6 +70,8 @@ class _Run:
         """Write one migrated file; a file that cannot be written is a diagnostic."""
         if is_read_only(result.path):
             return read_only_diagnostic(result.path)
+        if changed_since_read(result):
+            return changed_meanwhile(result.path)
         try:
             write_atomically(result.path, result.encoded())
             self.written += 1
@@ -104,7 +106,19 @@ class _Run:
                 self.show.diff(unified_diff(result.path, result.original, result.migrated))
         self.show.file(result.path, result.status, verb_of(result, self.batch.writes), result.seconds, result.how)
 
-    def write_report(self, seconds: float, interrupted: Interrupted | None) -> None:
+    def write_report(self, seconds: float, interrupted: Interrupted | None) -> bool:
+        """Write the JSON report; False (and an error said) when it cannot be written (a full disk...)."""
+        try:
+            self._write_report(seconds, interrupted)
+        except OSError as exc:
+            self.show.err(
+                f"error: --report {self.batch.report}: cannot write the report: {exc.strerror or exc} "
+                f"({self.written} migrated files were written all the same)"
+            )
+            return False
+        return True
+
+    def _write_report(self, seconds: float, interrupted: Interrupted | None) -> None:
         batch = self.batch
         payload = {"era": batch.era, "tier": batch.tier, "seconds": round(seconds, 2), "counts": self.counts}
         if interrupted is not None:
@@ -117,7 +131,8 @@ class _Run:
 
 
 def migrate_files(files: list[Path], batch: Batch) -> int:
-    """Migrate ``files``; returns the exit status: 0, 1 (``--check`` found changes, or a file was not migrated),
+    """Migrate ``files``; returns the exit status: 0, 1 (``--check`` found changes, a file was not migrated, or the
+    report could not be written),
     123 (an internal error), 130/143 (SIGINT/SIGTERM). A bad rule file raises RuleError before anything is
     written."""
     state = _Run(batch, len(files))
@@ -142,12 +157,11 @@ def migrate_files(files: list[Path], batch: Batch) -> int:
         finally:
             state.show.close()
     elapsed = time.perf_counter() - started
-    if batch.report:
-        state.write_report(elapsed, None)
+    reported = state.write_report(elapsed, None) if batch.report else True
     counts = state.counts
     state.show.summary(counts, batch.writes, elapsed, batch.jobs, dict(state.answered))
     if counts["error"]:
         return EXIT_INTERNAL
-    if counts["failed"] or (batch.check and state.would_change):
+    if not reported or counts["failed"] or (batch.check and state.would_change):
         return EXIT_CHANGES
     return EXIT_OK

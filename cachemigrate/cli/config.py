@@ -13,6 +13,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
+from ..rules.eras import available_eras
 from ..rules.schema import TIERS
 from ..source.walk import DEFAULT_EXCLUDE, DEFAULT_INCLUDE, Selection
 
@@ -63,6 +64,16 @@ class Config:
         )
 
 
+def rules_dir_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be a rules directory (one that holds ``<era>/*.toml`` or ``*.toml`` rule files), or
+    None. Checked before any file is answered: a run answered from the cache must not ignore it."""
+    if not path.exists():
+        return "does not exist: expected a directory of rule files (<era>/CMxxx.toml or CMxxx.toml)"
+    if not path.is_dir():
+        return "is a file, not a directory: expected a directory of rule files (<era>/CMxxx.toml or CMxxx.toml)"
+    return None
+
+
 def find_pyproject(paths: Sequence[Path]) -> Path | None:
     """The pyproject.toml in the deepest common directory of ``paths`` or above it."""
     resolved = [Path(os.path.abspath(p)) for p in paths] or [Path.cwd()]  # a symlink belongs where it is
@@ -99,6 +110,11 @@ def load_config(pyproject: Path | None) -> Config:
             or (kind is int and value < 1)
         ):
             raise ConfigError(f"{pyproject}: [tool.cachemigrate] key `{key}`: expected {expected}; got {value!r}")
+    if section.get("era", "auto") not in ("auto", *available_eras()):
+        raise ConfigError(
+            f"{pyproject}: [tool.cachemigrate] key `era`: unknown era {section['era']!r}: known eras are "
+            f"{', '.join(available_eras())} (or auto)"
+        )
     if "tier" in section and section["tier"] not in TIERS:
         raise ConfigError(
             f"{pyproject}: [tool.cachemigrate] key `tier`: expected {KEYS['tier'][1]}; got {section['tier']!r}"
@@ -109,6 +125,10 @@ def load_config(pyproject: Path | None) -> Config:
         if line_length is None and isinstance(theirs, int) and not isinstance(theirs, bool) and theirs > 0:
             line_length = theirs
     base = pyproject.parent
+    for directory in section.get("rules", []):
+        problem = rules_dir_problem(base / directory)
+        if problem:
+            raise ConfigError(f"{pyproject}: [tool.cachemigrate] key `rules`: {directory!r} {problem}")
     return Config(
         era=section.get("era", "auto"),
         tier=section.get("tier", "dynamic"),

@@ -1,7 +1,7 @@
 """Command line: ``cachemigrate migrate|verify|rules|probe``, in the way of black and ruff.
 
-Exit codes: 0 all good; 1 ``--check`` found files that would change, or some file could not be migrated
-(diagnostics); 2 bad usage or bad configuration; 123 an internal error.
+Exit codes: 0 all good; 1 ``--check`` found files that would change, some file could not be migrated
+(diagnostics), or the report could not be written; 2 bad usage or bad configuration; 123 an internal error.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from .options import (
     JOBS,
     LINE_LENGTH,
     check_report,
+    check_rule_dirs,
     collect_files,
     fail,
     force_excluded,
@@ -156,7 +157,7 @@ def migrate(
 
             excluded = bool(stdin_filename) and force_excluded(Path(stdin_filename), config, patterns)
             sys.exit(migrate_stdin(sys.stdin.buffer.read(), stdin_filename, batch, excluded))
-        sys.exit(migrate_files(collect_files(paths, config, patterns), batch))
+        sys.exit(migrate_files(collect_files(paths, config, patterns, verbose), batch))
     except RuleError as exc:  # a bad rule file, found when the first file needs the engine (nothing written yet)
         fail(str(exc))
 
@@ -227,6 +228,7 @@ def list_rules(era, rules, tier) -> None:
     from ..rules.loader import load_ruleset
 
     era = resolve_era(era or "auto", quiet=True)
+    check_rule_dirs(rules)
     try:
         ruleset = load_ruleset(era, tuple(rules))
     except RuleError as exc:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
-from .config import Config, ConfigError, find_pyproject, load_config
-from ..rules.eras import available_eras, era_for_installed
+from .config import Config, ConfigError, find_pyproject, load_config, rules_dir_problem
+from ..rules.eras import available_eras, era_for_installed, runtime_of
 from ..source.walk import PatternError, collect, find_root, is_force_excluded
 from ..source.writing import cannot_write
 
@@ -28,8 +28,15 @@ def resolve_era(requested: str, quiet: bool) -> str:
         return requested
     era, version = era_for_installed()
     if not quiet:
-        installed = f"transformers {version} is installed" if version else "transformers is not installed"
-        click.echo(f"era {era} ({installed})", err=True)
+        if version:
+            click.echo(f"era {era} (transformers {version} is installed)", err=True)
+        else:
+            click.echo(
+                f"era {era} (transformers is not installed, so the runtime is unknown: the migrated code runs on "
+                f"transformers {runtime_of(era)}; set `era` in [tool.cachemigrate] or pass --era to target one "
+                "runtime)",
+                err=True,
+            )
     return era
 
 
@@ -53,12 +60,18 @@ def selection_options(command):
     return command
 
 
-def collect_files(paths, config: Config, patterns: dict) -> list[Path]:
-    """The files to migrate (see :mod:`cachemigrate.source.walk`); exits 2 on a missing path or a bad pattern."""
+def collect_files(paths, config: Config, patterns: dict, verbose: bool = False) -> list[Path]:
+    """The files to migrate (see :mod:`cachemigrate.source.walk`); exits 2 on a missing path or a bad pattern. An entry
+    a walk could not look at (a symlink loop) is a warning; one it left out on purpose is said with ``verbose``."""
+    skipped = []
     try:
-        return collect(list(paths), config.selection(**patterns), find_root(list(paths)))
+        files = collect(list(paths), config.selection(**patterns), find_root(list(paths)), skipped)
     except (FileNotFoundError, PatternError) as exc:
         fail(str(exc))
+    for entry in skipped:
+        if entry.problem or verbose:
+            click.echo(f"{'warning' if entry.problem else 'note'}: {entry}", err=True)
+    return files
 
 
 def check_report(report: Path | None) -> None:
@@ -73,6 +86,7 @@ def settings(paths, era, tier, rules, line_length) -> tuple[Config, str, str, tu
         config = load_config(find_pyproject([Path(p) for p in paths]))
     except ConfigError as exc:
         fail(str(exc))
+    check_rule_dirs(rules)
     return (
         config,
         era or config.era,
@@ -80,6 +94,14 @@ def settings(paths, era, tier, rules, line_length) -> tuple[Config, str, str, tu
         tuple(Path(r) for r in rules) + config.rules,
         line_length or config.line_length or 88,  # None when not given: --line-length is at least 1
     )
+
+
+def check_rule_dirs(rules) -> None:
+    """Exit 2 on a ``--rules`` that is not a directory, before any file is answered (from the cache or not)."""
+    for directory in rules:
+        problem = rules_dir_problem(Path(directory))
+        if problem:
+            fail(f"--rules {directory}: {problem}")
 
 
 def verify_options(command):

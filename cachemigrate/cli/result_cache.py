@@ -36,7 +36,7 @@ FORMAT = 1  # the entry layout; part of the context
 KEEP_CONTEXTS = 8
 RULES_OK = "rules-loaded"  # a marker: this context's rule files were loaded and checked once
 CACHED_STATUSES = frozenset({"clean", "skipped", "migrated", "failed"})
-NOT_FROM_BYTES = frozenset({"CM905", "CM906"})  # read-only, failed write: about the file, not its bytes
+NOT_FROM_BYTES = frozenset({"CM905", "CM906", "CM909"})  # read-only, failed write, edited meanwhile: not the bytes
 _PACKAGE = Path(__file__).resolve().parents[1]  # the whole package: any engine change
 
 

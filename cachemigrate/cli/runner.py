@@ -41,6 +41,7 @@ class Result(FileResult):
 
     codec: Codec | None = None  # None: the file could not be read or decoded (see the diagnostics)
     how: str = ENGINE  # what answered: the engine, the prefilter, the cache, the skip comment, the reading
+    read_digest: str | None = None  # sha256 of the bytes read, to tell whether the file changed before it is written
 
     def encoded(self) -> bytes:
         """The bytes of the migrated file: same encoding, BOM and newlines as the original."""
@@ -73,7 +74,12 @@ def migrate_bytes(data: bytes, ruleset: "RuleSet", options: Options, path: str =
     source = decode(data, path)
     if isinstance(source, Diagnostic):
         return unreadable(path, source)
-    out = _with_codec(migrate_source(source.text, ruleset, options, path=path), source.codec, ENGINE)
+    try:
+        out = _with_codec(migrate_source(source.text, ruleset, options, path=path), source.codec, ENGINE)
+    except RecursionError:  # the guard's depth limit should prevent it: a diagnostic all the same, not a crash
+        why = "the file's code is nested too deep for the engine; the file was left unchanged"
+        return failed(Result(path, source.text, source.text, "failed", codec=source.codec),
+                      Diagnostic(path, 1, 1, codes.TOO_DEEP, why))  # fmt: skip
     if out.changed:
         out.migrated = source.codec.keep_newlines(out.migrated)
         try:
@@ -126,6 +132,25 @@ def read(path: str) -> bytes | Result:
     except OSError as exc:
         why = f"cannot read the file: {exc.strerror or exc}; the file was left unchanged"
         return unreadable(path, Diagnostic(path, 1, 1, codes.UNREADABLE, why))
+
+
+def changed_since_read(result: Result) -> bool:
+    """The file's bytes on disk are no longer those the result was computed from (an edit while it was being
+    migrated); unknown (nothing recorded) counts as unchanged. Checked just before the atomic replace."""
+    if result.read_digest is None:
+        return False
+    try:
+        return digest(Path(result.path).read_bytes()) != result.read_digest
+    except OSError:
+        return True  # gone or unreadable now: not ours to overwrite
+
+
+def changed_meanwhile(path: str) -> Diagnostic:
+    why = (
+        "the file changed while it was being migrated: it was left as it is now (the edit is kept); "
+        "run cachemigrate again to migrate the new version"
+    )
+    return Diagnostic(path, 1, 1, codes.CHANGED_MEANWHILE, why)
 
 
 # Worker state: the rule set of the run, loaded once per process (a forked worker inherits the main process's).
@@ -208,6 +233,8 @@ def run(
             data = read(path)
             result = data if isinstance(data, Result) else triage.answer(path, data)
             if result is not None:
+                if not isinstance(data, Result):
+                    result.read_digest = digest(data)
                 on_result(result)
                 yield result
                 continue
@@ -224,8 +251,8 @@ def run(
 
 
 class _Engine:
-    """The files only the engine can answer: inline for one job, else in a pool started on the first file, with
-    at most two files per worker queued (on a signal little is left to cancel)."""
+    """The files only the engine can answer: in a pool of ``jobs`` worker processes (one for -j 1) started on the
+    first such file, with at most two files per worker queued (on a signal little is left to cancel)."""
 
     def __init__(self, era, rule_dirs, options, jobs, total, triage: Triage) -> None:
         self.era, self.rule_dirs, self.options, self.jobs, self.total = era, rule_dirs, options, jobs, total
@@ -255,18 +282,20 @@ class _Engine:
         except Exception as exc:  # reported per file; the run goes on
             return Failure(path, f"{type(exc).__name__}: {exc}")
         self.triage.remember(data, result)
+        result.read_digest = digest(data)
         return result
 
     def submit(self, path: str, data: bytes) -> Iterator[Result | Failure]:
+        """The engine runs in worker processes even for one job: libcst's parser is native code that a signal
+        cannot interrupt, so only a main process that waits on its workers stops at once on Ctrl-C/SIGTERM."""
         self._load()  # in this process first (a forked pool inherits it)
-        if self.jobs <= 1 or self.total <= 1:
-            yield self._finish(path, data, lambda: _migrate(path, data, self.options))
-            return
         if self.pool is None:
             from concurrent.futures import ProcessPoolExecutor  # only a run that needs one pays for its import
 
             self.pool = ProcessPoolExecutor(
-                max_workers=self.jobs, initializer=_init_worker, initargs=(self.era, self.rule_dirs, True)
+                max_workers=max(1, min(self.jobs, self.total)),
+                initializer=_init_worker,
+                initargs=(self.era, self.rule_dirs, True),
             )
         while len(self.pending) >= 2 * self.jobs:
             yield from self._completed()
@@ -295,9 +324,17 @@ class _Engine:
 
 def migrate_one(path: str, data: bytes, era: str, rule_dirs: tuple[Path, ...], options: Options,
                 cache: ResultCache | None = None) -> Result | Failure:  # fmt: skip
-    """One file's bytes (standard input), in this process: triaged, else migrated by the engine."""
+    """One file's bytes (standard input): triaged, else migrated by the engine (in a worker, as for a run)."""
     triage = Triage(era, cache)
     engine = _Engine(era, tuple(rule_dirs), options, 1, 1, triage)
     engine.check_rules()
     result = triage.answer(path, data)
-    return result if result is not None else next(engine.submit(path, data))
+    if result is not None:
+        return result
+    try:
+        [done] = [*engine.submit(path, data), *engine.drain()]
+    except BaseException:
+        engine.stop()
+        raise
+    engine.close()
+    return done

@@ -18,7 +18,7 @@ import libcst as cst
 
 from .. import diagnostics as codes
 from ..proof.audit import Offsets, claims_of
-from ..diagnostics import Diagnostic
+from ..diagnostics import NO_RULE, Diagnostic
 from .edits import Plan, Rename
 from ..source.suppression import MARK, is_skip_comment
 
@@ -28,6 +28,7 @@ class _Marked:
     start: int  # character offsets of the statement (a compound statement: its header) in the original text
     end: int
     line: int  # the line of the comment
+    first: int  # the statement's first line
 
 
 @dataclasses.dataclass
@@ -36,6 +37,7 @@ class Suppressed:
 
     path: str = ""
     dropped: dict[int, list[str]] = dataclasses.field(default_factory=dict)
+    first_lines: dict[int, int] = dataclasses.field(default_factory=dict)  # comment line -> the statement's first
 
     def explain(self, status: str, diagnostics: Sequence[Diagnostic]) -> tuple[str, list[Diagnostic]]:
         """A failed result gets a CM907 per marked statement whose edits were dropped. An internal error (a name
@@ -45,6 +47,7 @@ class Suppressed:
             return status, diagnostics
         if status == "error":
             diagnostics = [d for d in diagnostics if d.code != codes.REGION_VIOLATION]
+        diagnostics = [self._reworded(d) for d in diagnostics]
         for line, rules in sorted(self.dropped.items()):
             diagnostics.append(
                 Diagnostic(
@@ -58,6 +61,28 @@ class Suppressed:
                 )
             )
         return "failed", diagnostics
+
+    def _reworded(self, diagnostic: Diagnostic) -> Diagnostic:
+        """A CM900 "no rule rewrites this idiom" that the comment caused: a rule does rewrite it, and the comment
+        kept it out. Inside a marked statement, said of that comment; elsewhere, the comment is named as a cause."""
+        if diagnostic.code != codes.UNKNOWN_IDIOM or not diagnostic.message.endswith(NO_RULE):
+            return diagnostic
+        head = diagnostic.message[: -len(NO_RULE)].rstrip()
+        inside = [line for line in self.dropped if self.first_lines.get(line, line) <= diagnostic.line <= line]
+        if inside:
+            rules = ", ".join(dict.fromkeys(self.dropped[inside[0]]))
+            tail = (
+                f"and `# cachemigrate: skip` (line {inside[0]}) keeps this statement as it is: the edits of {rules} "
+                "that rewrite it were left out, so the file was left unchanged. Migrate it by hand, or remove the "
+                "comment"
+            )
+        else:
+            lines = ", ".join(map(str, sorted(self.dropped)))
+            tail = (
+                f"and it was not rewritten: `# cachemigrate: skip` (line {lines}) left edits out that the file needs, "
+                "so it was left unchanged. Migrate it by hand, or remove the comment"
+            )
+        return dataclasses.replace(diagnostic, message=f"{head} {tail}")
 
 
 NOTHING = Suppressed()
@@ -105,7 +130,7 @@ def _marked_statements(module: cst.Module, offsets: Offsets) -> list[_Marked]:
             line = offsets.line_of(end)  # the header's last line, where the colon and the comment are
         else:
             line = offsets.line_of(max(start, end - 1))  # the statement's last line
-        marked.append(_Marked(start, end, line))
+        marked.append(_Marked(start, end, line, offsets.line_of(start)))
     return marked
 
 
@@ -125,6 +150,7 @@ def leave_out(module: cst.Module, plan: Plan, code: str, path: str) -> tuple[Pla
             kept.extend([edit])
         else:
             suppressed.dropped.setdefault(hit.line, []).append(edit.rule)
+            suppressed.first_lines[hit.line] = hit.first
     return (kept, suppressed) if suppressed.dropped else (plan, NOTHING)
 
 

@@ -4,14 +4,14 @@ statement)."""
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Callable, Mapping
 
 import libcst as cst
 
 from .. import diagnostics as codes
 from ..facts.analysis import Locator, ModuleInfo, analyze, module_globals
 from ..facts.converters import Converter
-from ..diagnostics import Diagnostic
+from ..diagnostics import NO_RULE, Diagnostic
 from ..edit.edits import Plan
 from ..excerpts import quote, source_line
 from ..facts.constructs import between_others, construct_key, explain
@@ -82,10 +82,12 @@ def leftover_diagnostics(
     path: str,
     locate: Locator,
     converters: Mapping[str, Converter] = {},
+    gap: Callable[[str], str | None] = lambda function: None,
 ) -> list[Diagnostic]:
     """Legacy uses still present after the rules ran, located in the original file. Only the edited functions
     are analysed again; the others keep the uses found before. ``new_module`` is a fresh parse of the migrated
-    code (the applied tree can hold one node object in several places).
+    code (the applied tree can hold one node object in several places). ``gap(function)`` says what the era lacks
+    to migrate a use left in ``function`` (:mod:`cachemigrate.gaps`), where it knows.
 
     The file's legacy converters (:mod:`cachemigrate.facts.converters`) only ever handle tuples and keep their tuple
     code; handing them a cache outside a tuple-only branch is a legacy use (a Cache could reach them)."""
@@ -139,9 +141,6 @@ def leftover_diagnostics(
             )
         else:
             what = f"`{first.variable}` is used as a tuple cache in {function} ({', '.join(idioms)}{where})"
-        message = (
-            f"{what} and no rule rewrites this idiom; the file was left unchanged. Migrate this statement by hand "
-            "or add a rule for it"
-        )
+        message = f"{what} {gap(function) or NO_RULE}"
         result.append(Diagnostic(path, line, column, codes.UNKNOWN_IDIOM, message))
     return result

@@ -81,22 +81,45 @@ def cache_names(era: str, root: Path = BUILTIN_RULES) -> tuple[str, ...]:
 
 def era_for_version(version: str | None, root: Path = BUILTIN_RULES) -> str:
     """The era whose runtime range holds transformers ``version``; for a version outside every range, the newest
-    era whose range starts below it, else the oldest; the newest for None. A portable target (``auto = false``)
-    is only ever chosen by name."""
+    era whose range starts below it, else the oldest. A portable target (``auto = false``) is only chosen by name,
+    or for an unknown runtime (``version`` None): see :func:`era_for_unknown_runtime`."""
     from .schema import RuleError
 
+    if not version:
+        return era_for_unknown_runtime(root)
     tables = {era: _era_table(root / era / "era.toml") for era in available_eras(root)}
     eras = sorted((e for e, t in tables.items() if t.get("auto", True) is not False), key=_version_tuple)
     if not eras:
         raise RuleError(f"no rule sets found under {root}")
-    if not version:
-        return eras[-1]
     runtimes = {era: runtime_of(era, root) for era in eras}
     for era in eras:
         if runtimes[era] and in_range(version, runtimes[era]):
             return era
     below = [era for era in eras if in_range(version, ",".join(c for c in runtimes[era].split(",") if ">" in c))]
     return below[-1] if below else eras[0]
+
+
+def _lower_bound(runtime: str) -> tuple[int, ...] | None:
+    """The release a runtime range starts at; None when it has an upper bound (code for it may break later
+    releases) or no lower one."""
+    clauses = [c.strip() for c in runtime.split(",") if c.strip()]
+    if not clauses or any(c.startswith("<") or c.startswith("==") for c in clauses):
+        return None
+    starts = [_version_tuple(c) for c in clauses if c.startswith(">")]
+    return max(starts) if starts else None
+
+
+def era_for_unknown_runtime(root: Path = BUILTIN_RULES) -> str:
+    """The era to target when the runtime is unknown (no transformers installed, as in a pre-commit hook's
+    virtualenv): the one whose code runs on the most releases, i.e. whose runtime range has no upper bound and
+    starts earliest (the portable target). A target that may break the user's runtime is never guessed."""
+    from .schema import RuleError
+
+    starts = {era: _lower_bound(runtime_of(era, root)) for era in available_eras(root)}
+    open_ended = sorted((start, era) for era, start in starts.items() if start is not None)
+    if not open_ended:
+        raise RuleError(f"no rule set under {root} has a runtime range without an upper bound")
+    return open_ended[0][1]
 
 
 def era_for_installed(root: Path = BUILTIN_RULES) -> tuple[str, str | None]:

@@ -172,6 +172,7 @@ def load_ruleset(era: str, extra_dirs: tuple[Path, ...] = (), root: Path = BUILT
     info: Era | None = None
     by_id: dict[str, Rule] = {}
     dropped: dict[str, Rule] = {}
+    remover: dict[str, str] = {}  # rule id -> the era that removes it
     for index, name in enumerate(chain):
         path = root / name / "era.toml"
         info = load_era(path, info)
@@ -179,7 +180,7 @@ def load_ruleset(era: str, extra_dirs: tuple[Path, ...] = (), root: Path = BUILT
         for rule_id in check.str_list("remove", []):
             if rule_id not in by_id:
                 raise check.fail("remove", f"ids of rules that {info.extends!r} has", rule_id)
-            dropped[rule_id] = by_id.pop(rule_id)
+            dropped[rule_id], remover[rule_id] = by_id.pop(rule_id), name
         for rule_id in check.str_list("restore", []):
             if rule_id not in dropped:
                 raise check.fail("restore", "ids of rules that an era this one extends removed", rule_id)
@@ -187,7 +188,9 @@ def load_ruleset(era: str, extra_dirs: tuple[Path, ...] = (), root: Path = BUILT
         last = index == len(chain) - 1
         by_id.update(_rules_of(info, root / name, extra_dirs, flat_dirs=last))
     _check_removed(by_id.values(), info)
-    return RuleSet(info, tuple(sorted(by_id.values(), key=lambda r: (r.order, r.id))))
+    ordered = sorted(by_id.values(), key=lambda r: (r.order, r.id))
+    removed = tuple((remover[r.id], r) for r in dropped.values() if r.id not in by_id)
+    return RuleSet(info, tuple(ordered), removed)
 
 
 def _era_chain(era: str, root: Path) -> list[str]:
@@ -236,25 +239,29 @@ def _rules_of(era: Era, era_dir: Path, extra_dirs: tuple[Path, ...], flat_dirs: 
 _INPUT_PARAMS = {"pattern", "patterns", "only_before", "old"}  # what a rule matches, not what it writes
 
 
+def removed_names_written(rule: Rule, era: Era) -> list[str]:
+    """The names the era's runtime no longer has (``[removed] names``) that the code of ``rule`` writes."""
+    if not era.removed.names:
+        return []
+    found = re.compile(r"\b(" + "|".join(map(re.escape, era.removed.names)) + r")\b")
+    written = [v for k, v in rule.params.items() if k not in _INPUT_PARAMS]
+    texts = _strings(written)
+    # a filter (`{presents|cache_to_legacy}`) writes its own code
+    texts += [name for text in texts for f in filters_in(text) for name in FILTER_WRITES.get(f, ())]
+    return list(dict.fromkeys(hit.group(1) for text in texts + list(rule.imports) for hit in found.finditer(text)))
+
+
 def _check_removed(rules, era: Era) -> None:
     """No rule of the set writes a name that the era's runtime no longer has."""
-    if not era.removed.names:
-        return
-    found = re.compile(r"\b(" + "|".join(map(re.escape, era.removed.names)) + r")\b")
     for rule in rules:
-        written = [v for k, v in rule.params.items() if k not in _INPUT_PARAMS]
-        texts = _strings(written)
-        # a filter (`{presents|cache_to_legacy}`) writes its own code
-        texts += [name for text in texts for f in filters_in(text) for name in FILTER_WRITES.get(f, ())]
-        for text in texts + list(rule.imports):
-            hit = found.search(text)
-            if hit:
-                raise RuleError(
-                    f"{rule.path}: rule {rule.id} ({rule.name}) of era {rule.era} writes `{hit.group(1)}`, which the "
-                    f"runtime of era {era.name} (transformers {era.runtime}) no longer has: add "
-                    f"rules/{era.name}/{rule.id}.toml replacing it, or list {rule.id} in `remove` of "
-                    f"rules/{era.name}/era.toml"
-                )
+        names = removed_names_written(rule, era)
+        if names:
+            raise RuleError(
+                f"{rule.path}: rule {rule.id} ({rule.name}) of era {rule.era} writes `{names[0]}`, which the "
+                f"runtime of era {era.name} (transformers {era.runtime}) no longer has: add "
+                f"rules/{era.name}/{rule.id}.toml replacing it, or list {rule.id} in `remove` of "
+                f"rules/{era.name}/era.toml"
+            )
 
 
 def _strings(value) -> list[str]:

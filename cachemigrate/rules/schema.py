@@ -104,6 +104,8 @@ class Rule:
 class RuleSet:
     era: Era
     rules: tuple[Rule, ...]
+    # the rules of the eras it extends that it (or an era between) removes, with the era whose `remove` drops each
+    dropped: tuple[tuple[str, Rule], ...] = ()
 
     def for_tier(self, tier: str) -> list[Rule]:
         if tier not in TIERS:

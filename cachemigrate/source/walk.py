@@ -4,7 +4,9 @@ named there, minus what the project would never want rewritten.
 A directory walk never enters hidden folders (``.git``, ``.venv``, ``.tox``...), ``__pycache__``,
 ``node_modules``, ``site-packages``/``dist-packages``, or any folder holding ``pyvenv.cfg`` or ``conda-meta``
 (a virtualenv or conda env, whatever its name), and skips what the ``.gitignore`` files of the project ignore.
-Symlinked folders are not followed; a symlinked file is taken when its target is inside the walked folder.
+Symlinked folders are not followed; a symlinked file is taken when its target is inside the walked folder. What a
+walk passes over that a user may have expected it to take is told to ``skipped`` (see :class:`Skipped`): a symlink
+loop or an entry that cannot be read (the walk goes on), and a modeling file that is a symlink out of the folder.
 
 ``include``, ``exclude``, ``extend-exclude`` and ``force-exclude`` are gitignore-style patterns (the syntax of
 ``.gitignore``: ``modeling_*.py`` matches that name in any folder, ``/gen/`` only the folder ``gen`` at the
@@ -43,6 +45,19 @@ class Selection:
 
 class PatternError(ValueError):
     pass
+
+
+@dataclasses.dataclass(frozen=True)
+class Skipped:
+    """An entry a walk passed over: ``problem`` True for one it could not look at (a symlink loop), False for one
+    it left out on purpose (a symlink to a file outside the walked folder)."""
+
+    path: Path
+    why: str
+    problem: bool
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.why}"
 
 
 def _spec(patterns: Sequence[str], what: str) -> GitIgnoreSpec:
@@ -120,24 +135,36 @@ def _is_environment(folder: Path) -> bool:
     return any((folder / marker).exists() for marker in ENV_MARKERS)
 
 
-def _walk(folder: Path, matcher: _Matcher, inside: Path) -> Iterator[Path]:
+def _walk(folder: Path, matcher: _Matcher, inside: Path, skipped: list[Skipped]) -> Iterator[Path]:
     try:
         entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
-    except OSError:
+    except OSError as exc:
+        skipped.append(Skipped(folder, f"cannot list the folder ({exc.strerror or exc}): skipped", True))
         return
     for entry in entries:
         path = folder / entry.name
-        if entry.is_dir(follow_symlinks=False):
+        try:
+            is_dir, is_file = entry.is_dir(follow_symlinks=False), entry.is_file()  # is_file: through a symlink
+        except OSError as exc:  # a symlink loop (ELOOP), a file gone meanwhile: said, unless the walk ignores it
+            if not entry.name.startswith(".") and not matcher.ignored(path, is_dir=False):
+                why = "a symlink loop" if entry.is_symlink() else "cannot be read"
+                skipped.append(Skipped(path, f"{why} ({exc.strerror or exc}): skipped", True))
+            continue
+        if is_dir:
             if entry.name.startswith(".") or entry.name in SKIPPED_DIRS or _is_environment(path):
                 continue
             if not matcher.ignored(path, is_dir=True):
-                yield from _walk(path, matcher.with_gitignore_of(path), inside)
-        elif entry.is_file():  # a regular file, or a symlink to one
-            if entry.is_symlink() and inside not in Path(os.path.realpath(path)).parents:
-                continue  # a link out of the walked folder: black skips those too
+                yield from _walk(path, matcher.with_gitignore_of(path), inside, skipped)
+        elif is_file:  # a regular file, or a symlink to one
             relative = _relative(path, matcher.base, is_dir=False)
-            if matcher.include.match_file(relative) and not matcher.ignored(path, is_dir=False):
-                yield path
+            if not matcher.include.match_file(relative) or matcher.ignored(path, is_dir=False):
+                continue
+            target = Path(os.path.realpath(path))
+            if entry.is_symlink() and inside not in target.parents:  # black skips links out of the folder too
+                why = f"a symlink to {target}, outside the walked folder: skipped (name it to migrate it)"
+                skipped.append(Skipped(path, why, False))
+                continue
+            yield path
 
 
 def _matcher_for(folder: Path, root: Path, selection: Selection) -> _Matcher:
@@ -156,8 +183,12 @@ def _matcher_for(folder: Path, root: Path, selection: Selection) -> _Matcher:
     return matcher
 
 
-def collect(paths: Sequence[Path], selection: Selection = Selection(), root: Path | None = None) -> list[Path]:
-    """The files to migrate, in the order given (directories sorted), each once (by its resolved path)."""
+def collect(
+    paths: Sequence[Path], selection: Selection = Selection(), root: Path | None = None, skipped: list | None = None
+) -> list[Path]:
+    """The files to migrate, in the order given (directories sorted), each once (by its resolved path). What the
+    walks passed over is appended to ``skipped`` (:class:`Skipped`)."""
+    skipped = [] if skipped is None else skipped
     root = Path(os.path.abspath(root or find_root(paths)))
     force = _named_spec(selection)
     found: dict[str, Path] = {}
@@ -166,9 +197,11 @@ def collect(paths: Sequence[Path], selection: Selection = Selection(), root: Pat
         absolute = Path(os.path.abspath(path))
         if path.is_dir():
             matcher = _matcher_for(absolute, root, selection)
-            for candidate in _walk(absolute, matcher, Path(os.path.realpath(absolute))):
+            passed_over: list[Skipped] = []
+            for candidate in _walk(absolute, matcher, Path(os.path.realpath(absolute)), passed_over):
                 shown = path / candidate.relative_to(absolute)
                 found.setdefault(os.path.realpath(candidate), shown)
+            skipped += [dataclasses.replace(s, path=path / s.path.relative_to(absolute)) for s in passed_over]
         elif path.exists() or path.is_symlink():
             if not _named_excluded(absolute, force, root):
                 found.setdefault(os.path.realpath(absolute), path)

@@ -21,7 +21,13 @@ def _umask() -> int:
 def write_atomically(path: Path | str, data: bytes) -> None:
     """Replace the file at ``path`` with ``data`` in one step (``os.replace`` of a finished temporary file in the
     same directory). A symlink stays a symlink: its target is written, in the target's directory, as black does.
-    The mode (and, where allowed, the owner) of the file is kept; a new file gets the default mode."""
+    The mode (and, where allowed, the owner) of the file is kept; a new file gets the default mode. A special file
+    (a device such as /dev/null, a FIFO, /dev/stdout) is written into as it is: renaming over it would replace it
+    with a regular file."""
+    if is_special(path):
+        with open(path, "wb") as stream:
+            stream.write(data)
+        return
     target = Path(os.path.realpath(path))
     try:
         info: os.stat_result | None = target.stat()
@@ -49,6 +55,17 @@ def write_atomically(path: Path | str, data: bytes) -> None:
         raise
 
 
+def is_special(path: Path | str) -> bool:
+    """``path`` (through symlinks) exists and is not a regular file or a folder: a device, a FIFO, a socket; or it
+    is named under /dev (``/dev/stdout`` redirected to a file is that file, opened by the shell: it is written
+    through, not replaced)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)) or Path(os.path.abspath(path)).parts[:2] == ("/", "dev")
+
+
 def is_read_only(path: Path | str) -> bool:
     """The file (the target of a symlink) has no write permission for its owner, or none for this user.
 
@@ -69,6 +86,8 @@ def cannot_write(path: Path | str) -> str | None:
     """Why a file cannot be written at ``path`` (for ``--report``, checked before anything else is written), or
     None. The check makes (and removes) a temporary file next to it, as the real write will."""
     path = Path(path)
+    if is_special(path):  # written into as it is (see write_atomically)
+        return None if os.access(path, os.W_OK) else f"{path}: cannot write to it (permission denied)"
     target = Path(os.path.realpath(path))
     if target.is_dir():
         return f"{path}: is a directory"

@@ -26,7 +26,7 @@ from pathlib import Path
 import click
 
 from ..engine import FileResult, Options
-from ..cli.runner import Failure, failed, run
+from ..cli.runner import Failure, changed_meanwhile, changed_since_read, failed, run
 from ..cli.signals import Interrupted, StopOnSignal
 from ..source.writing import is_read_only, read_only_diagnostic, write_atomically
 from .backup import Backup, _install_handlers
@@ -113,7 +113,27 @@ def _migrate_in_memory(files: list[Path], opts: VerifyOptions, report: dict) -> 
             for diagnostic in r.diagnostics:
                 click.echo(str(diagnostic))
             code = code or EXIT_REGRESSION
-    return {Path(r.path): r.encoded() for r in results if isinstance(r, FileResult) and r.changed}, code
+    changed = [r for r in results if isinstance(r, FileResult) and r.changed]
+    migrated = {Path(r.path): r.encoded() for r in changed if not _changed_meanwhile(r)}
+    if len(migrated) < len(changed):
+        code = code or EXIT_REGRESSION
+    return migrated, code
+
+
+def _bytes_now(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
+def _changed_meanwhile(result) -> bool:
+    """Say so (CM909) when the file changed on disk since the engine read it: it is then neither written nor
+    backed up, so neither the migration nor a restore can overwrite the edit."""
+    if not changed_since_read(result):
+        return False
+    click.echo(str(changed_meanwhile(result.path)))
+    return True
 
 
 def verify(files: list[Path], opts: VerifyOptions) -> int:
@@ -162,7 +182,12 @@ def verify(files: list[Path], opts: VerifyOptions) -> int:
             message = f"error: cannot verify; the tests on the original code: {baseline.problem}\n{baseline.log_tail}"
             return EXIT_USAGE
         say(f"baseline: {_summary(baseline)}")
-        for path, data in migrated.items():
+        for path, data in list(migrated.items()):
+            if _bytes_now(path) != backup.originals[path]:  # edited while the baseline ran: the edit is kept
+                click.echo(str(changed_meanwhile(str(path))))
+                del migrated[path], backup.originals[path]
+                code = code or EXIT_REGRESSION
+                continue
             write_atomically(path, data)
         say(f"migrated {len(migrated)} file(s); running the tests again")
         after = run_tests(argv, is_pytest, root, opts.timeout, workdir, "after")
@@ -225,4 +250,7 @@ def _write_report(path: Path | None, report: dict, started: float) -> None:
     """The JSON report of ``--report``: files, verdict, baseline/after counts, regressions, probe results."""
     if path is not None:
         report["seconds"] = round(time.perf_counter() - started, 2)
-        path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        try:
+            write_atomically(path, (json.dumps(report, indent=2) + "\n").encode("utf-8"))
+        except OSError as exc:
+            click.echo(f"error: --report {path}: cannot write the report: {exc.strerror or exc}", err=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -77,8 +78,21 @@ def build_test_command(spec: str | None, root: Path) -> tuple[list[str], bool]:
             raise ValueError("the --tests command is empty")
         if argv[0] in ("python", "python3"):
             argv[0] = sys.executable
+        elif not _runnable(argv[0], root):
+            raise ValueError(
+                f"`{argv[0]}` is not a command: no such program on PATH (nor a file in {root}); "
+                "give the command that runs the fork's tests"
+            )
     is_pytest = Path(argv[0]).name in ("pytest", "py.test") or argv[1:3] == ["-m", "pytest"]
     return argv, is_pytest
+
+
+def _runnable(program: str, cwd: Path) -> bool:
+    """``program`` can be started from ``cwd``: a path to an executable file, or a name found on PATH."""
+    if os.sep in program:
+        path = Path(program) if Path(program).is_absolute() else cwd / program
+        return path.is_file() and os.access(path, os.X_OK)
+    return shutil.which(program) is not None
 
 
 def _kill_group(process: subprocess.Popen) -> None:
@@ -101,9 +115,13 @@ def run_tests(argv: list[str], is_pytest: bool, cwd: Path, timeout: float, workd
     command = [*argv, f"--junitxml={junit}"] if is_pytest else argv
     started = time.perf_counter()
     with open(log, "wb") as output:
-        process = subprocess.Popen(
-            command, cwd=cwd, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT, start_new_session=True
-        )
+        try:
+            process = subprocess.Popen(
+                command, cwd=cwd, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )  # fmt: skip
+        except OSError as exc:  # not executable, a bad interpreter line...
+            return SuiteRun({}, None, 0.0, f"cannot start `{argv[0]}`: {exc.strerror or exc}", "")
         try:
             returncode, problem = process.wait(timeout=timeout), None
         except subprocess.TimeoutExpired:
