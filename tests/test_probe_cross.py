@@ -111,3 +111,50 @@ def test_cross_probe_sets_uninitialised_weights_gives_the_mask_and_takes_config(
     assert "tuple[3] in -> tuple out" in done.output  # the three layers asked for, on both sides
     assert "diverged" not in done.output.split("probe:")[0] and "nan" not in done.output.lower()
     assert "0 diverged" in done.output and "set-up error" not in done.output
+
+
+class LayoutToy(torch.nn.Module):
+    """A model whose legacy past is BLOOM's: keys [batch*heads, dim, seq], values [batch*heads, seq, dim]; on the
+    Cache API it holds 4-D keys and values. Its logits are running sums of what its past holds."""
+
+    def forward(self, input_ids, past_key_values=None, use_cache=True, attention_mask=None):
+        from transformers.cache_utils import DynamicCache
+
+        new = input_ids[:, None, :, None].float().expand(-1, 2, -1, 4)  # (batch, heads, seq, dim)
+        if isinstance(past_key_values, DynamicCache):
+            keys, _ = past_key_values.update(new, new, 0)
+            returned = past_key_values
+        else:
+            keys = new if past_key_values is None else torch.cat([_from_bloom(past_key_values[0][1]), new], dim=2)
+            merged = keys.flatten(0, 1)
+            returned = ((merged.transpose(1, 2), merged),)
+        logits = keys.sum(dim=(1, 3)).cumsum(-1)[:, -input_ids.shape[1] :, None]
+        return {"logits": logits, "past_key_values": returned}
+
+
+def _from_bloom(values):
+    return values.view(-1, 2, *values.shape[1:])
+
+
+def test_the_cross_probe_builds_no_dynamic_cache_from_a_past_not_in_a_cache_layout():
+    from cachemigrate.probe.context import PROMPT_LEN, STEPS
+    from cachemigrate.probe.cross_checks import cache_in_same_cache
+
+    model = LayoutToy()
+    full = torch.arange(1, 1 + 2 * (PROMPT_LEN + STEPS)).view(2, -1)
+    out = model(full[:, :PROMPT_LEN])
+    given, steps = out["past_key_values"], []
+    assert given[0][0].dim() == 3  # BLOOM's layout
+    for i in range(STEPS):
+        step = model(full[:, PROMPT_LEN + i : PROMPT_LEN + i + 1], given)
+        steps.append(step["logits"])
+        given = step["past_key_values"]
+    reference = {
+        "outputs": {"prompt_logits": out["logits"], "prompt_past": out["past_key_values"], "step_logits": steps},
+        "inputs": {"full": full},
+        "meta": {},
+    }
+    replay = Replay(None, reference, rtol=1e-5, atol=1e-5)
+    replay.model = model
+    detail = cache_in_same_cache(replay)  # 'Tensors must have same number of dimensions: got 3 and 4' before
+    assert "no DynamicCache built from the original's tuple: it is not (key, value) in a Cache's layout" in detail
