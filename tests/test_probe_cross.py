@@ -158,3 +158,36 @@ def test_the_cross_probe_builds_no_dynamic_cache_from_a_past_not_in_a_cache_layo
     replay.model = model
     detail = cache_in_same_cache(replay)  # 'Tensors must have same number of dimensions: got 3 and 4' before
     assert "no DynamicCache built from the original's tuple: it is not (key, value) in a Cache's layout" in detail
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("model", ["bart", "t5"])
+def test_the_cross_probe_runs_its_cross_attention_checks_on_encoder_decoder_files(tmp_path, model):
+    """An encoder-decoder file (migrated for 4.52 where it is not already on the Cache API) against the original,
+    across two interpreters: the cross-attention checks run on its decoders (BART: the seq2seq head and the causal
+    decoder; T5: the seq2seq head alone, and the decoder-only checks say why they are skipped), and those not run
+    across runtimes are listed as skipped with a reason."""
+    transformers = pytest.importorskip("transformers")
+    from cachemigrate.probe.cross import run_cross_probe
+    from cachemigrate.probe.cross_seq2seq import NOT_HERE, RUN
+
+    source = Path(transformers.__file__).parent / "models" / model / f"modeling_{model}.py"
+    original, copy = tmp_path / "a" / source.name, tmp_path / "b" / source.name
+    for path in (original, copy):
+        path.parent.mkdir()
+        shutil.copy(source, path)
+    result = migrate_source(source.read_text(), load_ruleset("4.52"), Options(line_length=119), path=str(source))
+    assert result.status in ("migrated", "clean"), [str(d) for d in result.diagnostics]
+    copy.write_text(result.migrated)
+    report = run_cross_probe(original, copy, original_python=sys.executable, timeout=600)
+    statuses = {r.name: (r.status, r.detail) for r in report.results}
+    for name in RUN:
+        assert statuses[name][0] == "pass", (name, statuses[name])
+        assert "seq2seq" in statuses[name][1], statuses[name]
+    for name, reason in NOT_HERE.items():
+        assert statuses[name] == ("skip", reason)
+    if model == "t5":
+        assert statuses["logits_no_cache"] == ("skip", "encoder-decoder model only: driven by the cross_* checks")
+    else:
+        assert "causal BartForCausalLM" in statuses["cross_cache_written_once"][1]
+        assert statuses["logits_no_cache"][0] == "pass"

@@ -86,18 +86,38 @@ def _generated(model, *args, **kwargs):
 
 
 def record(path: Path, folder: Path, package: str | None, seed: int, settings: dict | None = None) -> dict:
-    """Run the original and write what it did to ``folder/reference.pt``; returns the metadata."""
+    """Run the original and write what it did to ``folder/reference.pt``; returns the metadata. A module whose
+    models all need encoder states (an encoder-decoder head alone) records only its decoders with cross-attention
+    (:mod:`.cross_seq2seq`), which every module that has them records as well."""
     import torch
 
+    from . import cross_seq2seq
     from .models import discover
+
+    module = _load(path, package, "_cm_xoriginal")
+    classes = discover(module)
+    meta = {"transformers": installed_version(), "file": str(path), "seed": seed, "decoder_only": classes.decoder_only}
+    reference = {"meta": meta}
+    if classes.decoder_only:
+        reference.update(_record_decoder(module, classes, seed, settings or {}))
+        meta.update(reference.pop("meta_part"))
+    else:
+        meta.update(model_class=None, has_head=False)
+    reference["cross"] = cross_seq2seq.record(classes, seed)
+    torch.save(reference, folder / REFERENCE)
+    return meta
+
+
+def _record_decoder(module, classes, seed: int, settings: dict) -> dict:
+    """The decoder-only part of the reference: config, state_dict, inputs and the original's outputs."""
+    import torch
+
     from .runtime import generation_head
     from .tiny import tiny_config
     from .weights import initialise
 
-    module = _load(path, package, "_cm_xoriginal")
-    classes = discover(module)
     head = classes.head_class or generation_head(module, classes.base_class)
-    config = tiny_config(classes.config_class, settings=settings or {})
+    config = tiny_config(classes.config_class, settings=settings)
     torch.manual_seed(seed)
     model = (head or classes.base_class)(copy.deepcopy(config)).eval()
     initialise(model, seed)  # no tensor left as torch.empty: NaN on both sides compares nothing
@@ -128,43 +148,47 @@ def record(path: Path, folder: Path, package: str | None, seed: int, settings: d
             outputs["beam"] = _generated(model, prompt, num_beams=BEAMS)
             outputs["padded_greedy"] = _generated(model, inputs["padded"], inputs["padded_mask"])
     meta = {
-        "transformers": installed_version(),
-        "file": str(path),
         "config_class": classes.config_class.__name__,
         "model_class": (head or classes.base_class).__name__,
         "has_head": head is not None,
         "attn_implementation": config._attn_implementation,
-        "seed": seed,
         **how,
     }
-    reference = {"meta": meta, "config": config.to_dict(), "state_dict": model.state_dict(), "inputs": inputs}
-    reference["outputs"] = outputs
-    torch.save(reference, folder / REFERENCE)
-    return meta
+    return {
+        "meta_part": meta,
+        "config": config.to_dict(),
+        "state_dict": model.state_dict(),
+        "inputs": inputs,
+        "outputs": outputs,
+    }
 
 
 def replay(path: Path, out: Path, package: str | None, rtol: float, atol: float) -> dict:
     """Run the migrated file against ``out/reference.pt``; returns the result (also written to ``result.json``)."""
     import torch
 
-    from .cross_checks import CROSS_CHECKS, Replay, run_checks
+    from .cross_checks import CROSS_CHECKS, Replay, encoder_decoder_only, run_checks
+    from .cross_seq2seq import replay_checks
 
     reference = torch.load(out / REFERENCE, weights_only=False)
     meta = reference["meta"]
     started = time.perf_counter()
     try:
         module = _load(path, package, "_cm_xmigrated")
-        model_class = getattr(module, meta["model_class"])
+        model_class = getattr(module, meta["model_class"]) if meta["model_class"] else None
     except Exception as exc:  # noqa: BLE001 - reported as the set-up result
         results = [_setup_result(f"the migrated file does not import here: {one_line(exc)}", exc, started)]
         return _finish(out, meta, results)
     context = Replay(model_class, reference, rtol=rtol, atol=atol)
-    try:
-        context.build()
-    except Exception as exc:  # noqa: BLE001
-        results = [_setup_result(f"the migrated model cannot be built here: {one_line(exc)}", exc, started)]
-        return _finish(out, meta, results)
-    return _finish(out, meta, run_checks(context, CROSS_CHECKS), context)
+    checks = CROSS_CHECKS if meta["decoder_only"] else [encoder_decoder_only(c) for c in CROSS_CHECKS]
+    if meta["decoder_only"]:
+        try:
+            context.build()
+        except Exception as exc:  # noqa: BLE001
+            results = [_setup_result(f"the migrated model cannot be built here: {one_line(exc)}", exc, started)]
+            return _finish(out, meta, results)
+    checks = [*checks, *replay_checks(module, reference.get("cross", []))]
+    return _finish(out, meta, run_checks(context, checks), context)
 
 
 def _setup_result(detail: str, exc: BaseException, started: float) -> dict:
