@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cachemigrate.cli import main
+from cachemigrate.cli.main import main
 from cachemigrate.engine import Options, migrate_source
 from cachemigrate.probe.compare import CheckInconclusive, expect_same
 from cachemigrate.probe.cross_checks import Replay
 from cachemigrate.probe.runtime import Stepper
 from cachemigrate.probe.weights import initialise
-from cachemigrate.rules import load_ruleset
+from cachemigrate.rules.loader import load_ruleset
 
 torch = pytest.importorskip("torch")
 REPO = Path(__file__).resolve().parent.parent
