@@ -9,7 +9,7 @@ gptj, falcon of 4.35.2 (``--corpus-4.35.2``, default /work/corpus/4.35.2/transfo
 folder, migrated there with this checkout's command line (``cachemigrate migrate --era E --no-cache --report ...``),
 and probed with ``run_cross_probe`` (the original under the 4.51.3 interpreter, the migrated file under the target
 runtime's). Interpreters: $CACHEMIGRATE_TF4513_PYTHON (default: this one), $CACHEMIGRATE_TF4576_PYTHON (default
-/work/venvs/tf4576/bin/python), $CACHEMIGRATE_TF5_PYTHON (default /work/venvs/tf524/bin/python); the version each
+/work/venvs/tf4576/bin/python), $CACHEMIGRATE_TF5_PYTHON (default /work/venvs/tf525/bin/python); the version each
 one runs is read back from the probe, not assumed. A runtime whose interpreter is missing is reported, not run.
 
 A case passes when every check passes or is skipped, and the checks the issue asks for passed: logits within the
@@ -45,11 +45,11 @@ FILES = {
     "gptj": "4.35.2",
     "falcon": "4.35.2",
 }
-TARGETS = {"4.56": ["4.57.6"], "5": ["5.24.0"], "portable": ["4.51.3", "4.57.6", "5.24.0"]}
+TARGETS = {"4.56": ["4.57.6"], "5": ["5.25.0"], "portable": ["4.51.3", "4.57.6", "5.25.0"]}
 PYTHONS = {
     "4.51.3": os.environ.get("CACHEMIGRATE_TF4513_PYTHON", sys.executable),
     "4.57.6": os.environ.get("CACHEMIGRATE_TF4576_PYTHON", "/work/venvs/tf4576/bin/python"),
-    "5.24.0": os.environ.get("CACHEMIGRATE_TF5_PYTHON", "/work/venvs/tf524/bin/python"),
+    "5.25.0": os.environ.get("CACHEMIGRATE_TF5_PYTHON", "/work/venvs/tf525/bin/python"),
 }
 ASKED = ("logits_no_cache", "tuple_in_tuple_out", "cache_in_same_cache")
 ASKED_WITH_HEAD = ("generate_available", "generate_greedy", "generate_beam")

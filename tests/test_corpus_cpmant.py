@@ -63,3 +63,24 @@ def test_cpmant_probe_runs_its_cache_paths_and_they_are_identical(migrated):
     table = format_table(list(results.values()))
     assert not {n for n, r in results.items() if r.status in ("fail", "error")}, table
     assert {n for n in MUST_PASS if results[n].status != "pass"} == set(), table
+
+
+def test_the_cross_probe_steps_cpmant_with_the_whole_sequence_and_calls_generate(migrated):
+    """Across interpreters (both this one here), CPM-Ant is stepped as the original needs (the whole sequence on
+    every cached step), and generate() runs on the migrated file against what the original's generate() did. On
+    4.51.3 the original's own generate() raises (its file no longer has the prepare_inputs_for_generation that
+    handed it the whole sequence): the migrated file must raise the same, and that is a set-up error, not a pass."""
+    import sys
+
+    from cachemigrate.probe.cross import run_cross_probe
+
+    _, original, target, _ = migrated
+    report = run_cross_probe(original, target, original_python=sys.executable, timeout=600)
+    statuses = {r.name: (r.status, r.detail) for r in report.results}
+    for name in ("tuple_in_tuple_out", "tuple_cache_stepwise", "cache_in_same_cache", "use_cache_false_with_past"):
+        assert statuses[name][0] == "pass", (name, statuses)
+    for name in ("generate_greedy", "generate_beam"):
+        status, detail = statuses[name]
+        assert status in ("pass", "setup-error"), (name, statuses[name])
+        if status == "setup-error":
+            assert "both files raise" in detail and "generate()" in detail, detail

@@ -17,7 +17,7 @@ RUNTIMES = [
     (os.environ.get("CACHEMIGRATE_TF450_PYTHON", "/work/venvs/tf450/bin/python"), "4.50.", "4.52"),
     (sys.executable, "4.51.", "4.52"),
     (os.environ.get("CACHEMIGRATE_TF4576_PYTHON", "/work/venvs/tf4576/bin/python"), "4.57.", "4.56"),
-    (os.environ.get("CACHEMIGRATE_TF5_PYTHON", "/work/venvs/tf524/bin/python"), "5.", "5"),
+    (os.environ.get("CACHEMIGRATE_TF5_PYTHON", "/work/venvs/tf525/bin/python"), "5.", "5"),
 ]
 READ = (
     "import json, sys; from cachemigrate.rules.eras import era_for_installed; "

@@ -1,6 +1,6 @@
 """End to end on another runtime: the bundled tinyfork migrated for era 5 matches the original (run here, on
-transformers 4.51.3) when the migrated file runs on transformers 5.24 (the cross-version probe). About 30 s; skipped
-where the venv of 5.24 (/work/venvs/tf524, or $CACHEMIGRATE_TF5_PYTHON) is missing."""
+transformers 4.51.3) when the migrated file runs on transformers 5.x (the cross-version probe). About 30 s; skipped
+where the venv of 5.x (/work/venvs/tf525, or $CACHEMIGRATE_TF5_PYTHON) is missing."""
 
 import os
 import shutil
@@ -15,7 +15,7 @@ from cachemigrate.rules.loader import load_ruleset
 
 REPO = Path(__file__).resolve().parent.parent
 TINYFORK = REPO / "fixtures" / "tinyfork" / "tinyfork"
-PYTHON = Path(os.environ.get("CACHEMIGRATE_TF5_PYTHON", "/work/venvs/tf524/bin/python"))
+PYTHON = Path(os.environ.get("CACHEMIGRATE_TF5_PYTHON", "/work/venvs/tf525/bin/python"))
 
 pytestmark = [
     pytest.mark.runtimes,

@@ -385,7 +385,7 @@ def test_from_legacy_cache_is_tried_only_on_pairs_in_a_cache_layout():
     layer, nor BLOOM's transposed keys with batch and heads merged."""
     import torch
 
-    from cachemigrate.probe.checks.cache_api import _pairs_of_cache_layout
+    from cachemigrate.probe.compare import pairs_of_cache_layout as _pairs_of_cache_layout
 
     k = torch.zeros(2, 4, 5, 8)
     assert _pairs_of_cache_layout(((k, k), (k, k)))

@@ -294,8 +294,6 @@ def probe(
 
         if checks or static is not None:
             fail("--check and --static do not apply to the cross-version probe (it runs all its checks)")
-        if settings:
-            fail("--config does not apply to the cross-version probe")
         report = run_cross_probe(
             original,
             migrated,
@@ -303,6 +301,7 @@ def probe(
             migrated_python=migrated_python,
             package=package,
             seed=seed,
+            settings=_config_values(settings),
             rtol=DEFAULT_RTOL if rtol is None else rtol,
             atol=DEFAULT_ATOL if atol is None else atol,
         )

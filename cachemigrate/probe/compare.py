@@ -11,6 +11,27 @@ class CheckSkipped(Exception):
     """Raised by a check that does not apply to this model."""
 
 
+class CheckInconclusive(Exception):
+    """Raised when what was to be compared cannot be: both models returned NaN at the same positions (and agree
+    elsewhere). Neither agreement nor a divergence: the check is reported as a set-up error saying so."""
+
+
+def nan_verdict(a, b, what: str) -> str | None:
+    """None when neither float tensor holds NaN; else why they cannot be called equal: NaN at different positions
+    (a difference), or at the same positions in both (:class:`CheckInconclusive` is raised)."""
+    import torch
+
+    nan_a, nan_b = torch.isnan(a), torch.isnan(b)
+    if not (nan_a.any() or nan_b.any()):
+        return None
+    if not torch.equal(nan_a, nan_b):
+        return f"NaN at {int(nan_b.sum())} of {b.numel()} positions, the original's at {int(nan_a.sum())}"
+    raise CheckInconclusive(
+        f"{what}: both models returned NaN at the same {int(nan_a.sum())} of {a.numel()} positions (and agree "
+        "elsewhere): nothing to compare there, neither agreement nor a divergence"
+    )
+
+
 def kind(value) -> str:
     """``None``, ``Tensor`` or the type name."""
     import torch
@@ -22,8 +43,9 @@ def kind(value) -> str:
     return type(value).__name__
 
 
-def tensor_diff(a, b) -> str | None:
-    """None when ``a`` and ``b`` are bit-identical, else a one-line description of the difference."""
+def tensor_diff(a, b, where: str = "out") -> str | None:
+    """None when ``a`` and ``b`` are bit-identical, else a one-line description of the difference; NaN in both at
+    the same positions raises :class:`CheckInconclusive`."""
     import torch
 
     if a.shape != b.shape:
@@ -34,9 +56,9 @@ def tensor_diff(a, b) -> str | None:
         return None
     if a.is_floating_point():
         both_nan = torch.isnan(a) & torch.isnan(b)
-        if not both_nan.any() or not torch.equal(a[~both_nan], b[~both_nan]):
+        if not torch.equal(a[~both_nan], b[~both_nan]):
             return f"max abs diff {(a.double() - b.double()).abs().nan_to_num(float('inf')).max().item():.3e}"
-        return None
+        return nan_verdict(a, b, where)
     return f"{int((a != b).sum())} of {a.numel()} elements differ"
 
 
@@ -47,7 +69,7 @@ def structure_diff(a, b, where: str = "out") -> str | None:
     if kind(a) != kind(b) and not (isinstance(a, dict) and isinstance(b, dict)):
         return f"{where}: {kind(a)} vs {kind(b)}"
     if isinstance(a, torch.Tensor):
-        diff = tensor_diff(a, b)
+        diff = tensor_diff(a, b, where)
         return f"{where}: {diff}" if diff else None
     if isinstance(a, dict):
         if list(a.keys()) != list(b.keys()):
@@ -104,6 +126,25 @@ def clone(value):
     if isinstance(value, (tuple, list)):
         return type(value)(clone(v) for v in value)
     return value
+
+
+def pairs_of_cache_layout(legacy) -> bool:
+    """Every layer's past is a (key, value) pair of 4-D tensors of one shape, what a DynamicCache is built from (not
+    BLOOM's 3-D keys with batch and heads merged, nor a fused key-value tensor)."""
+    import torch
+
+    def pair(layer) -> bool:
+        if not isinstance(layer, (tuple, list)) or len(layer) != 2:
+            return False
+        key, value = layer
+        return (
+            isinstance(key, torch.Tensor)
+            and isinstance(value, torch.Tensor)
+            and key.dim() == 4
+            and key.shape == value.shape
+        )
+
+    return isinstance(legacy, (tuple, list)) and len(legacy) > 0 and all(pair(layer) for layer in legacy)
 
 
 def layout(value) -> str:

@@ -32,12 +32,16 @@ class CrossReport:
     migrated_transformers: str | None = None
     tolerance: str | None = None
     max_abs_diff: float | None = None
+    nan_seen: bool = False  # an output held NaN on both sides at the same positions (those checks say so)
 
     def header(self) -> str:
+        largest = "-" if self.max_abs_diff is None else f"{self.max_abs_diff:.3e}"
+        if self.nan_seen:
+            largest += " (where neither side is NaN; both returned NaN in places: see the set-up errors)"
         return (
             f"original on transformers {self.original_transformers or '?'}, migrated on transformers "
             f"{self.migrated_transformers or '?'}; logits and cached tensors: {self.tolerance or '-'}; largest "
-            f"difference seen: {'-' if self.max_abs_diff is None else f'{self.max_abs_diff:.3e}'}"
+            f"difference seen: {largest}"
         )
 
 
@@ -62,12 +66,14 @@ def run_cross_probe(
     migrated_python: str | None = None,
     package: str | None = None,
     seed: int = 0,
+    settings: dict | None = None,
     rtol: float = DEFAULT_RTOL,
     atol: float = DEFAULT_ATOL,
     timeout: float = 900.0,
 ) -> CrossReport:
     """Run ORIGINAL under ``original_python`` and MIGRATED under ``migrated_python`` (default: this interpreter)
-    and compare them (see :mod:`.cross_checks`)."""
+    and compare them (see :mod:`.cross_checks`). ``settings``: config values set over the tiny ones (the original's
+    config, with them, is what the migrated model is built from)."""
     paths = [Path(p).resolve() for p in (original, migrated)]
     for path in paths:
         if not path.is_file():
@@ -77,7 +83,9 @@ def run_cross_probe(
     common = [*(["--package", package] if package else []), "--seed", str(seed)]
     with tempfile.TemporaryDirectory(prefix="cachemigrate-xprobe-") as folder:
         try:
-            recorded = _worker(pythons[0], ["record", str(paths[0]), "--dir", folder, *common], timeout)
+            settings_json = json.dumps(settings or {})
+            record = ["record", str(paths[0]), "--dir", folder, *common, "--settings", settings_json]
+            recorded = _worker(pythons[0], record, timeout)
         except (OSError, subprocess.TimeoutExpired) as exc:
             return _setup(f"cannot run the original with {pythons[0]}: {exc}", start)
         if recorded.returncode != 0:
@@ -101,6 +109,7 @@ def run_cross_probe(
         result["migrated_transformers"],
         result["tolerance"],
         result["max_abs_diff"],
+        result.get("nan_seen", False),
     )
 
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import time
 
-from .compare import CheckFailed, CheckSkipped, kind, one_line
+from .compare import CheckFailed, CheckInconclusive, CheckSkipped, kind, nan_verdict, one_line, pairs_of_cache_layout
 from .context import PROMPT_LEN, STEPS
-from .runtime import BEAMS, cache_from_tuple, generate, logits_of, past_of, recording_caches
+from .weights import initialise
+from .runtime import BEAMS, Stepper, cache_from_tuple, generate, logits_of, past_of, recording_caches
 
 
 class Replay:
@@ -23,12 +24,14 @@ class Replay:
     def __init__(self, model_class, reference: dict, *, rtol: float, atol: float) -> None:
         self.model_class = model_class
         self.reference = reference
-        self.ref = reference["outputs"]
-        self.inputs = reference["inputs"]
+        self.ref = reference.get("outputs", {})  # none for an encoder-decoder model alone
+        self.inputs = reference.get("inputs", {})
         self.meta = reference["meta"]
         self.rtol, self.atol = rtol, atol
         self.max_diff = 0.0
+        self.nan_seen = False  # some output held NaN (on both sides, at the same positions): said in the header
         self.model = None
+        self.stepper = Stepper(self.meta)
 
     def tolerance_text(self) -> str:
         return f"torch.allclose(migrated, original, rtol={self.rtol:g}, atol={self.atol:g}); tokens exact"
@@ -41,8 +44,10 @@ class Replay:
         config_class = self.model_class.config_class
         config = config_class.from_dict(dict(self.reference["config"]))
         config._attn_implementation = self.meta["attn_implementation"]
-        torch.manual_seed(0)
+        seed = self.meta.get("seed", 0)
+        torch.manual_seed(seed)
         model = self.model_class(config)
+        initialise(model, seed)  # the buffers a state_dict does not hold, as the original side's
         model.load_state_dict(self.reference["state_dict"], strict=True)
         self.model = model.eval()
 
@@ -58,10 +63,20 @@ class Replay:
             if original.shape != migrated.shape:
                 raise CheckFailed(f"{what}: shape {tuple(migrated.shape)}, the original's {tuple(original.shape)}")
             if original.is_floating_point():
-                diff = (migrated.double() - original.double()).abs().max().item() if original.numel() else 0.0
+                nan = torch.isnan(original) | torch.isnan(migrated)
+                gap = (migrated.double() - original.double()).abs()[~nan]
+                diff = gap.max().item() if gap.numel() else 0.0
                 self.max_diff = max(self.max_diff, diff)
-                if not torch.allclose(migrated, original, rtol=self.rtol, atol=self.atol):
+                close = torch.isclose(migrated, original, rtol=self.rtol, atol=self.atol)[~nan].all()
+                if not close:
                     raise CheckFailed(f"{what}: max abs diff {diff:.3e} is outside the tolerance")
+                try:
+                    mismatch = nan_verdict(original, migrated, what)
+                except CheckInconclusive:
+                    self.nan_seen = True
+                    raise
+                if mismatch:
+                    raise CheckFailed(f"{what}: {mismatch}")
             elif not torch.equal(original, migrated):
                 raise CheckFailed(f"{what}: {int((original != migrated).sum())} of {original.numel()} elements differ")
             return
@@ -92,11 +107,33 @@ class Replay:
             return self.model(**kwargs)
 
     @property
-    def prompt(self):
-        return self.inputs["full"][:, :PROMPT_LEN]
+    def prompt(self) -> dict:
+        """The prompt's inputs (``input_ids``, and an attention mask where the original needed one)."""
+        return self.stepper.call(self.inputs["full"], None)
 
-    def step(self, i: int):
-        return self.inputs["full"][:, PROMPT_LEN + i : PROMPT_LEN + i + 1]
+    def step(self, i: int) -> dict:
+        """The inputs of cached step ``i``, as the original was stepped."""
+        return self.stepper.call(self.inputs["full"], i)
+
+    def tokens(self, reference_key: str, *args, **kwargs):
+        """Compare ``generate(self.model, *args, **kwargs)`` with the original's tokens under ``reference_key``; where
+        the original's generate() raised, the migrated one must raise the same (then the check cannot run: a
+        set-up error, said so), and generating anyway is a difference."""
+        expected = self.ref[reference_key]
+        if not isinstance(expected, dict):
+            self.same_tokens(expected, generate(self.model, *args, **kwargs), reference_key.replace("_", " "))
+            return
+        try:
+            got = generate(self.model, *args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - compared with the original's own error
+            if one_line(exc) == expected["error"]:
+                raise CheckInconclusive(
+                    f"both files raise {expected['error']} in generate(): not a divergence"
+                ) from exc
+            raise
+        raise CheckFailed(
+            f"the original's generate() raises {expected['error']}; the migrated one returns {got.tolist()}"
+        )
 
 
 def _clone(value):
@@ -120,10 +157,10 @@ def logits_no_cache(r: Replay) -> str:
 
 def tuple_in_tuple_out(r: Replay) -> str:
     """A tuple caller: no past in gives the original's legacy tuple past out; that tuple in gives a tuple out."""
-    out = r.forward(input_ids=r.prompt, use_cache=True)
+    out = r.forward(**r.prompt, use_cache=True)
     r.close(r.ref["prompt_logits"], logits_of(out), "prompt logits")
     r.close(r.ref["prompt_past"], past_of(out), "past returned for the prompt")
-    out = r.forward(input_ids=r.step(0), past_key_values=_clone(r.ref["prompt_past"]), use_cache=True)
+    out = r.forward(**r.step(0), past_key_values=_clone(r.ref["prompt_past"]), use_cache=True)
     r.close(r.ref["step_logits"][0], logits_of(out), "step logits")
     r.close(r.ref["step0_past"], past_of(out), "past returned for a tuple in")
     return f"tuple[{len(r.ref['prompt_past'])}] in -> tuple out, values within tolerance"
@@ -132,8 +169,8 @@ def tuple_in_tuple_out(r: Replay) -> str:
 def tuple_cache_stepwise(r: Replay) -> str:
     """Prompt, then single tokens, the migrated model stepping with the tuple past it returned itself."""
     given = None
-    for i, tokens in enumerate([r.prompt] + [r.step(s) for s in range(STEPS)]):
-        out = r.forward(input_ids=tokens, past_key_values=given, use_cache=True)
+    for i, inputs in enumerate([r.prompt] + [r.step(s) for s in range(STEPS)]):
+        out = r.forward(**inputs, past_key_values=given, use_cache=True)
         expected = r.ref["prompt_logits"] if i == 0 else r.ref["step_logits"][i - 1]
         r.close(expected, logits_of(out), f"step {i} logits")
         given = past_of(out)
@@ -142,19 +179,26 @@ def tuple_cache_stepwise(r: Replay) -> str:
 
 def cache_in_same_cache(r: Replay) -> str:
     """An empty DynamicCache, and one built from the original's tuple with this runtime's API: each comes back as
-    the same object, grown by the tokens fed."""
+    the same object, grown by the tokens fed. The second only where the original's past is (key, value) pairs in a
+    Cache's layout (not BLOOM's 3-D keys, nor a fused tensor): no caller can build a Cache from another one."""
     from transformers.cache_utils import DynamicCache
 
+    legacy_layout = pairs_of_cache_layout(r.ref["prompt_past"])
+    # what the original's past holds after the prompt (CPM-Ant adds positions of its own), else the tokens fed
+    held = r.ref["prompt_past"][0][0].shape[-2] if legacy_layout else PROMPT_LEN
     cache = DynamicCache()
-    for i, tokens in enumerate([r.prompt] + [r.step(s) for s in range(STEPS)]):
-        out = r.forward(input_ids=tokens, past_key_values=cache, use_cache=True)
-        _same_cache(out, cache, PROMPT_LEN + i, f"empty DynamicCache, step {i}")
+    for i, inputs in enumerate([r.prompt] + [r.step(s) for s in range(STEPS)]):
+        out = r.forward(**inputs, past_key_values=cache, use_cache=True)
+        _same_cache(out, cache, held + i, f"empty DynamicCache, step {i}")
         r.close(r.ref["prompt_logits"] if i == 0 else r.ref["step_logits"][i - 1], logits_of(out), f"step {i}")
+    done = f"same object, grew to {held + STEPS} positions; logits within tolerance"
+    if not legacy_layout:
+        return done + " (no DynamicCache built from the original's tuple: it is not (key, value) in a Cache's layout)"
     legacy = cache_from_tuple(_clone(r.ref["prompt_past"]))
-    out = r.forward(input_ids=r.step(0), past_key_values=legacy, use_cache=True)
-    _same_cache(out, legacy, PROMPT_LEN + 1, "DynamicCache from the original's tuple")
+    out = r.forward(**r.step(0), past_key_values=legacy, use_cache=True)
+    _same_cache(out, legacy, held + 1, "DynamicCache from the original's tuple")
     r.close(r.ref["step_logits"][0], logits_of(out), "logits with a DynamicCache from the original's tuple")
-    return f"same object, grew to {PROMPT_LEN + STEPS} tokens; logits within tolerance"
+    return done
 
 
 def _same_cache(out, cache, length: int, what: str) -> None:
@@ -167,7 +211,7 @@ def _same_cache(out, cache, length: int, what: str) -> None:
 
 def use_cache_false_with_past(r: Replay) -> str:
     """A tuple past with ``use_cache=False``: the original's logits, and no past returned (as the original)."""
-    out = r.forward(input_ids=r.step(0), past_key_values=_clone(r.ref["prompt_past"]), use_cache=False)
+    out = r.forward(**r.step(0), past_key_values=_clone(r.ref["prompt_past"]), use_cache=False)
     r.close(r.ref["no_cache_step_logits"], logits_of(out), "logits")
     if (past_of(out) is None) != (r.ref["no_cache_step_past"] is None):
         raise CheckFailed(f"returned {kind(past_of(out))}; the original {kind(r.ref['no_cache_step_past'])}")
@@ -176,7 +220,7 @@ def use_cache_false_with_past(r: Replay) -> str:
 
 def return_dict_false(r: Replay) -> str:
     """``return_dict=False, use_cache=True``: the original's tuple layout, with a legacy tuple past in it."""
-    r.close(r.ref["tuple_out"], r.forward(input_ids=r.prompt, use_cache=True, return_dict=False), "output tuple")
+    r.close(r.ref["tuple_out"], r.forward(**r.prompt, use_cache=True, return_dict=False), "output tuple")
     return f"tuple of {len(r.ref['tuple_out'])} in the original's layout"
 
 
@@ -187,7 +231,7 @@ def left_padding(r: Replay) -> str:
     r.close(r.ref["padded_logits"], logits_of(out)[mask.bool()], "unmasked logits")
     if not r.meta["has_head"]:
         return "unmasked logits within tolerance (no generation head)"
-    r.same_tokens(r.ref["padded_greedy"], generate(r.model, r.inputs["padded"], mask), "left-padded greedy tokens")
+    r.tokens("padded_greedy", r.inputs["padded"], mask)
     return "unmasked logits within tolerance; greedy tokens identical"
 
 
@@ -205,8 +249,7 @@ def generate_greedy(r: Replay) -> str:
     """Greedy generate on this runtime gives the original's tokens, and the model is handed a Cache."""
     r.needs_head()
     with recording_caches(r.model) as seen:
-        got = generate(r.model, r.prompt)
-    r.same_tokens(r.ref["greedy"], got, "greedy tokens")
+        r.tokens("greedy", r.prompt["input_ids"])
     caches = sorted({t.__name__ for t in seen[1:] if _is_cache_type(t)})
     if not caches:
         raise CheckFailed(
@@ -218,7 +261,7 @@ def generate_greedy(r: Replay) -> str:
 def generate_beam(r: Replay) -> str:
     """Beam search (3 beams) on this runtime gives the original's tokens."""
     r.needs_head()
-    r.same_tokens(r.ref["beam"], generate(r.model, r.prompt, num_beams=BEAMS), "beam tokens")
+    r.tokens("beam", r.prompt["input_ids"], num_beams=BEAMS)
     return f"tokens identical ({BEAMS} beams)"
 
 
@@ -229,7 +272,7 @@ def generate_static(r: Replay) -> str:
     cls = type(r.model)
     if not (getattr(cls, "_supports_static_cache", False) or getattr(cls, "_can_compile_fullgraph", False)):
         raise CheckSkipped("the migrated model does not claim the static tier")
-    r.same_tokens(r.ref["greedy"], generate(r.model, r.prompt, cache_implementation="static"), "static tokens")
+    r.tokens("greedy", r.prompt["input_ids"], cache_implementation="static")
     return "tokens identical with a StaticCache"
 
 
@@ -255,6 +298,16 @@ CROSS_CHECKS = (
 CROSS_CHECK_NAMES = tuple(c.__name__ for c in CROSS_CHECKS)
 
 
+def encoder_decoder_only(check):
+    """``check``, skipped: the module's models all take encoder states (the cross_* checks drive them)."""
+
+    def skipped(r: Replay) -> str:
+        raise CheckSkipped("encoder-decoder model only: driven by the cross_* checks")
+
+    skipped.__name__ = check.__name__
+    return skipped
+
+
 def run_checks(r: Replay, checks) -> list[dict]:
     """Each check's result as a dict (name, status, detail, seconds); an exception is an error of the migrated
     file (the original ran these same calls on its runtime when the reference was recorded)."""
@@ -270,6 +323,8 @@ def run_checks(r: Replay, checks) -> list[dict]:
             status, detail = "fail", str(exc)
         except CheckSkipped as exc:
             status, detail = "skip", str(exc)
+        except CheckInconclusive as exc:  # neither agreement nor a divergence: said so
+            status, detail = "setup-error", str(exc)
         except Exception as exc:  # noqa: BLE001 - a crash of the migrated model on a path the original ran
             status, detail = "error", f"the migrated model raised {one_line(exc)}"
         results.append(

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from .compare import one_line
 from .side_inputs import IMAGE_LAYOUTS, image_layout, with_side_inputs
 from .tiny import tiny_config, vocab_of
+from .weights import initialise
 
 
 @dataclass
@@ -233,14 +234,17 @@ def matching_classes(original: ModelClasses, module) -> ModelClasses:
 
 
 def build_original(classes: ModelClasses, config, seed: int):
-    """The original model, from ``seed``, in eval mode."""
+    """The original model, from ``seed``, in eval mode; a tensor the file leaves uninitialised is set from the seed
+    (:func:`.weights.initialise`)."""
     import torch
 
     torch.manual_seed(seed)
-    return classes.model_class(copy.deepcopy(config)).eval()
+    model = classes.model_class(copy.deepcopy(config))
+    initialise(model, seed)
+    return model.eval()
 
 
-def build_like(classes: ModelClasses, reference, config):
+def build_like(classes: ModelClasses, reference, config, seed: int = 0):
     """A model of ``classes`` holding the weights of ``reference`` (strictly: same parameter names), in eval mode.
 
     ``config`` is the reference's config; it is converted when ``classes`` has its own config class (a migrated
@@ -252,6 +256,7 @@ def build_like(classes: ModelClasses, reference, config):
         own = classes.config_class.from_dict(config.to_dict())
         own._attn_implementation = config._attn_implementation
     model = classes.model_class(own)
+    initialise(model, seed)  # the buffers a state_dict does not hold (non-persistent ones)
     model.load_state_dict(reference.state_dict(), strict=True)
     return model.eval()
 
@@ -259,4 +264,4 @@ def build_like(classes: ModelClasses, reference, config):
 def build_pair(original: ModelClasses, migrated: ModelClasses, config, seed: int):
     """(original model, migrated model) with one shared state_dict, in eval mode."""
     reference = build_original(original, config, seed)
-    return reference, build_like(migrated, reference, config)
+    return reference, build_like(migrated, reference, config, seed)

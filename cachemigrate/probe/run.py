@@ -16,7 +16,7 @@ import warnings
 from pathlib import Path
 
 from .checks import CHECK_NAMES, REGISTRY, Check
-from .compare import CheckFailed, CheckSkipped, one_line
+from .compare import CheckFailed, CheckInconclusive, CheckSkipped, one_line
 from .context import Probe
 from .loading import ProbeSetupError, load_modeling_module, packages_for, unload_module
 from .models import build_original, discover, matching_classes
@@ -145,6 +145,8 @@ def _attempt(probe: Probe, check: Check, *, conditions: bool = True):
         return FAIL, str(exc), None
     except CheckSkipped as exc:
         return SKIP, str(exc), None
+    except CheckInconclusive as exc:
+        return SETUP_ERROR, str(exc), None
     except Exception as exc:  # noqa: BLE001 - a crashing check is reported, not raised
         return ERROR, one_line(exc), exc
 

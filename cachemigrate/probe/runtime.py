@@ -61,6 +61,27 @@ def logits_of(output):
     return found if found is not None else output["last_hidden_state"]
 
 
+class Stepper:
+    """The inputs of the calls the cross-version probe makes, stepped as the original needs (see
+    :func:`.worker._conventions`): the prompt (``step=None``), or cached step ``step`` of a sequence; with an all-ones
+    attention mask over every position so far when ``mask``, the whole sequence so far when ``refeeds``."""
+
+    def __init__(self, how: dict) -> None:
+        self.mask, self.refeeds = bool(how.get("mask")), bool(how.get("refeeds"))
+
+    def call(self, full, step: int | None) -> dict:
+        import torch
+
+        from .context import PROMPT_LEN
+
+        end = PROMPT_LEN if step is None else PROMPT_LEN + step + 1
+        start = 0 if step is None or self.refeeds else end - 1
+        inputs = {"input_ids": full[:, start:end]}
+        if self.mask:
+            inputs["attention_mask"] = torch.ones(full.shape[0], end, dtype=torch.long)
+        return inputs
+
+
 def generate(model, ids, mask=None, **kwargs):
     """Greedy (or ``num_beams``) generate of MAX_NEW_TOKENS tokens, pad id 0."""
     import torch

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..compare import CheckFailed, clone, expect_same, kind, logits, past
+from ..compare import CheckFailed, clone, expect_same, kind, logits, pairs_of_cache_layout, past
 from ..context import PROMPT_LEN
 from .common import call_under_test
 from .registry import check, needs_decoder_only
@@ -41,7 +41,7 @@ def dynamic_cache_in_same_object(probe) -> str:
 
     done = f"same object, grew to {lengths[-1]} tokens; logits equal the tuple path"
     original_past = probe.original_past(original, prompt)
-    if not _pairs_of_cache_layout(original_past):
+    if not pairs_of_cache_layout(original_past):
         # fused key-value tensors, keys transposed, batch and heads merged: from_legacy_cache would build a
         # Cache of the wrong tensors, which no caller can hand this model
         return done + " (from_legacy_cache not tried: the file's legacy past is not (key, value) in a Cache's layout)"
@@ -55,22 +55,4 @@ def _held(legacy, fed: int) -> int:
     """The number of positions the original's legacy past holds: its keys' sequence axis when the past is
     (key, value) pairs in a Cache's layout (more than was fed when the model adds positions of its own: CPM-Ant
     prepends its prompt tokens), else the number of tokens fed."""
-    return legacy[0][0].shape[-2] if _pairs_of_cache_layout(legacy) else fed
-
-
-def _pairs_of_cache_layout(legacy) -> bool:
-    """Every layer's past is a (key, value) pair of 4-D tensors of one shape, what from_legacy_cache expects."""
-    import torch
-
-    def pair(layer) -> bool:
-        if not isinstance(layer, (tuple, list)) or len(layer) != 2:
-            return False
-        key, value = layer
-        return (
-            isinstance(key, torch.Tensor)
-            and isinstance(value, torch.Tensor)
-            and key.dim() == 4
-            and key.shape == value.shape
-        )
-
-    return isinstance(legacy, (tuple, list)) and len(legacy) > 0 and all(pair(layer) for layer in legacy)
+    return legacy[0][0].shape[-2] if pairs_of_cache_layout(legacy) else fed
