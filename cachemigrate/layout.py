@@ -59,9 +59,10 @@ class Unknown(Exception):
     """The code does not show the layout; the message says what is missing, for users. ``explained``: the cause is
     a construct that the legacy audit names itself, at its own line (:mod:`cachemigrate.leftover_reasons`)."""
 
-    def __init__(self, message: str, explained: bool = False) -> None:
+    def __init__(self, message: str, explained: bool = False, node: cst.CSTNode | None = None) -> None:
         super().__init__(message)
         self.explained = explained
+        self.node = node  # the construct that blocked, where the code shows one (the diagnostic points at it)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,6 +149,17 @@ def attention_layout(function: cst.FunctionDef, views, cache: str, scope_factory
         layouts_seen = {Layout("pair", standard, standard)}
     else:
         layouts_seen = set()
+    if not (pairs or fused or kernel) and not between_others(function, {cache}):  # that one is said at its line
+        concatenations = _concatenations_of(function, cache)
+        if concatenations:
+            shown = "; ".join(f"`{code_of(c)}`" for c in concatenations[:2])
+            raise Unknown(
+                f"the attention concatenates its past ({shown}), but not as a layer's stored tensors: only "
+                "`torch.cat((past[0], key), dim)` with `torch.cat((past[1], value), dim)` (the past as stored, or "
+                "`past[i].transpose(1, 2)` for a kernel), or `torch.cat((past, key_value), dim)` for fused keys and "
+                "values, have a known layout",
+                node=concatenations[0],
+            )
     if pairs and fused or not (pairs or fused or kernel):
         what = "both a (key, value) pair and a fused tensor" if pairs else "neither"
         raise Unknown(
@@ -175,6 +187,24 @@ def attention_layout(function: cst.FunctionDef, views, cache: str, scope_factory
     if len(layouts) != 1:
         raise Unknown("the attention concatenates its past in more than one layout")
     return layouts.pop()
+
+
+def _concatenations_of(function: cst.FunctionDef, cache: str) -> list[cst.Call]:
+    """The ``torch.cat`` calls of the function that read the past: the cache itself, or a local assigned (in code
+    order) from an expression that reads it (``past_key = layer_past[0].transpose(-2, -1)``)."""
+    derived = {cache}
+
+    def reads(node: cst.CSTNode) -> bool:
+        return any(n.value in derived for n in m.findall(node, m.Name()))
+
+    for small in iter_small_statements(function.body):
+        if isinstance(small, cst.Assign) and reads(small.value):
+            for target in small.targets:
+                derived.update(n.value for n in m.findall(target.target, m.Name()))
+    cat = m.Call(
+        func=m.Attribute(value=m.Name("torch"), attr=m.Name("cat") | m.Name("concat") | m.Name("concatenate"))
+    )
+    return [call for call in m.findall(function, cat) if call.args and reads(call.args[0].value)]
 
 
 def _split_after(function: cst.FunctionDef, views, fused: str) -> bool:

@@ -13,7 +13,7 @@ import time
 
 from .compare import CheckFailed, CheckSkipped, kind, one_line
 from .context import PROMPT_LEN, STEPS
-from .runtime import BEAMS, cache_from_tuple, generate, logits_of, past_of, recording_caches
+from .runtime import BEAMS, cache_from_tuple, generate, in_cache_layout, logits_of, past_of, recording_caches
 
 
 class Replay:
@@ -150,11 +150,18 @@ def cache_in_same_cache(r: Replay) -> str:
         out = r.forward(input_ids=tokens, past_key_values=cache, use_cache=True)
         _same_cache(out, cache, PROMPT_LEN + i, f"empty DynamicCache, step {i}")
         r.close(r.ref["prompt_logits"] if i == 0 else r.ref["step_logits"][i - 1], logits_of(out), f"step {i}")
+    done = f"same object, grew to {PROMPT_LEN + STEPS} tokens; logits within tolerance"
+    if not in_cache_layout(r.ref["prompt_past"], r.ref["step0_past"]):
+        # [batch, seq, heads, d], sequence-first, fused, merged or transposed: a DynamicCache of these tensors is
+        # not one any caller can hand this model
+        return (
+            done + " (a Cache from the original's tuple not tried: its past is not (key, value) in a Cache's layout)"
+        )
     legacy = cache_from_tuple(_clone(r.ref["prompt_past"]))
     out = r.forward(input_ids=r.step(0), past_key_values=legacy, use_cache=True)
     _same_cache(out, legacy, PROMPT_LEN + 1, "DynamicCache from the original's tuple")
     r.close(r.ref["step_logits"][0], logits_of(out), "logits with a DynamicCache from the original's tuple")
-    return f"same object, grew to {PROMPT_LEN + STEPS} tokens; logits within tolerance"
+    return done
 
 
 def _same_cache(out, cache, length: int, what: str) -> None:

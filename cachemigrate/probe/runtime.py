@@ -31,6 +31,27 @@ def is_cache(value) -> bool:
     return isinstance(value, Cache)
 
 
+def in_cache_layout(before, after) -> bool:
+    """A legacy past is what a DynamicCache holds when every layer is a (key, value) pair of 4-D tensors of one
+    shape that grew on axis -2 between ``before`` and ``after`` (the same model's past one step later). Shapes
+    alone cannot tell [batch, heads, seq, d] from [batch, seq, heads, d] (or a sequence-first past); growth can."""
+    import torch
+
+    def pair(layer) -> bool:
+        return (
+            isinstance(layer, (tuple, list))
+            and len(layer) == 2
+            and all(isinstance(t, torch.Tensor) and t.dim() == 4 for t in layer)
+            and layer[0].shape == layer[1].shape
+        )
+
+    def grew(old, new) -> bool:
+        return [i for i in range(4) if old[0].shape[i] != new[0].shape[i]] == [2]
+
+    layers = list(zip(before, after)) if isinstance(before, (tuple, list)) and isinstance(after, (tuple, list)) else []
+    return bool(layers) and all(pair(old) and pair(new) and grew(old, new) for old, new in layers)
+
+
 def cache_from_tuple(legacy):
     """A DynamicCache holding a legacy ``((k, v), ...)`` past, with the API this runtime has: ``from_legacy_cache``
     up to 4.57, the constructor from 5.0 (it fills the cache from 4.50 on)."""
