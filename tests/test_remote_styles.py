@@ -264,3 +264,14 @@ def test_einops_and_einsum_patterns_give_ranks():
     assert scope.rank(cst.parse_expression("rearrange(x, pattern, h=4)")) is None
     assert scope.rank(cst.parse_expression('torch.einsum("bhqd,bhkd->bhqk", q, k)')) == 4
     assert scope.rank(cst.parse_expression('torch.einsum("bhqk, bhkd -> bhqd", a, v)')) == 4
+
+
+def test_layers_handed_the_past_under_unknown_names_are_said_so():
+    """seqfirst with its caches named `layer_cache`/`layer_caches` (no cache name): the file defines its own stack,
+    so the diagnostic says the names are the blocker, never that it wraps a library model."""
+    code = modeling("seqfirst").read_text().replace("kv_caches", "layer_caches").replace("kv_cache", "layer_cache")
+    result = migrate(code, "4.56", "modeling_seqfirst.py")
+    assert result.status == "failed" and result.migrated == code
+    [diagnostic] = result.diagnostics
+    assert diagnostic.code == "CM903" and "wraps" not in diagnostic.message
+    assert "GLMTransformer holds a list of GLMBlock" in diagnostic.message and "cache_names" in diagnostic.message
