@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from cachemigrate.engine import Options, migrate_source
-from cachemigrate.rules import load_ruleset
+from cachemigrate.rules.loader import load_ruleset
 
 REMOTE = Path(__file__).resolve().parent.parent / "fixtures" / "remote"
 STYLES = sorted(p.name for p in REMOTE.iterdir() if p.is_dir())
@@ -254,7 +254,7 @@ def test_a_merged_key_not_built_by_a_reshape_is_refused():
 def test_einops_and_einsum_patterns_give_ranks():
     import libcst as cst
 
-    from cachemigrate.ranks import RankScope
+    from cachemigrate.views.ranks import RankScope
 
     scope = RankScope()
     assert scope.rank(cst.parse_expression('rearrange(x, "b s (h d) -> b h s d", h=4)')) == 4
