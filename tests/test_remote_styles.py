@@ -275,3 +275,17 @@ def test_layers_handed_the_past_under_unknown_names_are_said_so():
     [diagnostic] = result.diagnostics
     assert diagnostic.code == "CM903" and "wraps" not in diagnostic.message
     assert "GLMTransformer holds a list of GLMBlock" in diagnostic.message and "cache_names" in diagnostic.message
+
+
+def test_a_loop_over_a_reordered_past_is_refused_at_the_loop():
+    """zipped near-miss: the layers zipped with the past reversed (`past_key_values[::-1]`) is no per-layer past."""
+    code = (
+        modeling("zipped")
+        .read_text()
+        .replace("zip(self.layers, past_key_values)", "zip(self.layers, past_key_values[::-1])")
+    )
+    result = migrate(code, "4.56", "modeling_zipped.py")
+    assert result.status == "failed" and result.migrated == code
+    [loop] = result.diagnostics
+    assert loop.code == "CM900" and loop.line == _line(code, "past_key_values[::-1]")
+    assert "`past_key_values[::-1]`" in loop.message

@@ -119,15 +119,6 @@ def explain(module: cst.Module, info: ModuleInfo, use: CacheUse) -> str | None:
                 "`past_key_values.get_seq_length()` and `Cache.reorder_cache`), or migrate a copy of the model's file "
                 "together with it"
             )
-    stack = _own_stack(info)
-    if stack and not info.roles["base_model"]:
-        model, block = stack
-        return (
-            f"the file defines its own layers ({model} holds a list of {block}) and hands them the past under "
-            "names that are not cache names of this era, so no attention, block or model taking a cache was found: "
-            "rename those parameters to a cache name of the era (`cache_names` in its `era.toml`: `layer_past`, "
-            "`past_key_value`...) and run it again"
-        )
     if "." not in use.function:
         patched = _patched_attribute(module, use.function)
         if patched:
@@ -159,5 +150,14 @@ def explain(module: cst.Module, info: ModuleInfo, use: CacheUse) -> str | None:
             "a time and does not yet migrate attention and blocks split over several files together (half of it "
             "would hand a Cache to code that indexes a tuple): move those classes into this file and run it again, "
             "or port the package by hand"
+        )
+    stack = _own_stack(info)
+    if stack and not info.roles["base_model"]:
+        model, block = stack
+        return (
+            f"the file defines its own layers ({model} holds a list of {block}) and hands them the past under "
+            "names that are not cache names of this era, so no attention, block or model taking a cache was found: "
+            "rename those parameters to a cache name of the era (`cache_names` in its `era.toml`: `layer_past`, "
+            "`past_key_value`...) and run it again"
         )
     return None
