@@ -221,19 +221,20 @@ def test_a_past_length_off_the_sequence_axis_is_named():
 
 
 def test_an_einops_pattern_with_an_ellipsis_gives_no_rank():
-    """einops near-miss: `"b s (h d) -> b h s ..."`-style patterns with `...` fix no rank, so `dim=2` is refused."""
+    """einops near-miss: patterns with `...` fix no rank (and nothing else does here), so `dim=2` of the
+    concatenation cannot be told from a negative axis: refused at that concatenation."""
     code = (
         modeling("einops")
         .read_text()
         .replace(
-            'k = rearrange(k, "b s (h d) -> b h s d", h=self.num_heads)',
-            'k = rearrange(k, "... (h d) -> ... h d", h=self.num_heads).transpose(-3, -2)',
+            '"b s (h d) -> b h s d", h=self.num_heads)', '"... (h d) -> ... h d", h=self.num_heads).transpose(-3, -2)'
         )
     )
     result = migrate(code, "4.56", "modeling_einops.py")
     assert result.status == "failed" and result.migrated == code
     [rank] = [d for d in result.diagnostics if d.code == "CM901"]
     assert "the rank of `k` is not known" in rank.message
+    assert rank.line == _line(code, "k = torch.cat((past_key, k), dim=2)")
 
 
 def test_a_merged_key_not_built_by_a_reshape_is_refused():

@@ -22,6 +22,7 @@ probe's beam-search check covers.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from typing import Iterable
 
@@ -133,7 +134,8 @@ def attention_layout(function: cst.FunctionDef, views, cache: str, scope_factory
         for index in range(len(statements)):
             found = match_statements(_PAIR, statements, index, bound)
             if found is not None:
-                pairs.append((found, block.body[viewed[index].start]))
+                last = block.body[viewed[index].start + viewed[index].count - 1]  # the concatenation, after an unpack
+                pairs.append((found, block.body[viewed[index].start], last))
                 continue
             found = match_statements(_PAIR_KERNEL, statements, index, bound) or match_statements(
                 _PAIR_KERNEL_NAMED, statements, index, bound
@@ -168,14 +170,16 @@ def attention_layout(function: cst.FunctionDef, views, cache: str, scope_factory
             explained=not pairs and bool(between_others(function, {cache})),  # the past between other tensors
         )
     layouts = layouts_seen
-    for found, stmt in pairs:
+    for found, stmt, last in pairs:
         tracker = _Tracker(function, stmt, scope_factory())
-        key = _tensor(found["key"], found["key_dim"], tracker, "key")
-        value = _tensor(found["value"], found["value_dim"], tracker, "value")
+        with _at(last):
+            key = _tensor(found["key"], found["key_dim"], tracker, "key")
+            value = _tensor(found["value"], found["value_dim"], tracker, "value")
         layouts.add(Layout("pair", key, value))
     for found, stmt, block in fused:
         tracker = _Tracker(function, stmt, scope_factory())
-        tensor = _tensor(found["new"], found["dim"], tracker, "key and value")
+        with _at(stmt):
+            tensor = _tensor(found["new"], found["dim"], tracker, "key and value")
         if tensor.heads is not None or tensor.seq != -2:
             raise Unknown(f"the fused keys and values are {tensor.describe()}; only a sequence axis -2 is known")
         if not _split_after(function, views, code_of(found["out"])):
@@ -187,6 +191,17 @@ def attention_layout(function: cst.FunctionDef, views, cache: str, scope_factory
     if len(layouts) != 1:
         raise Unknown("the attention concatenates its past in more than one layout")
     return layouts.pop()
+
+
+@contextlib.contextmanager
+def _at(stmt: cst.CSTNode):
+    """An :class:`Unknown` raised inside is located at ``stmt`` (the concatenation), unless it names its own node."""
+    try:
+        yield
+    except Unknown as exc:
+        if exc.node is None:
+            exc.node = stmt
+        raise
 
 
 def _concatenations_of(function: cst.FunctionDef, cache: str) -> list[cst.Call]:

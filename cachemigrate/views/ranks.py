@@ -160,6 +160,8 @@ class RankScope:
 
     def _call(self, node: cst.Call) -> int | None:
         func = node.func
+        if _dotted(func) in EINOPS:
+            return einops_rank(node)
         args = [a for a in node.args if a.keyword is None]
         if isinstance(func, cst.Attribute):
             method = func.attr.value
@@ -194,8 +196,6 @@ class RankScope:
                 return self.lookup(dotted, 0)
             return None
         dotted = _dotted(func)
-        if dotted in EINOPS:
-            return einops_rank(node)
         if dotted:
             return self.lookup(dotted, 0)
         return None
