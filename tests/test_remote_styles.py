@@ -283,10 +283,12 @@ def test_a_loop_over_a_reordered_past_is_refused_at_the_loop():
     code = (
         modeling("zipped")
         .read_text()
-        .replace("zip(self.layers, past_key_values)", "zip(self.layers, past_key_values[::-1])")
+        .replace(
+            "enumerate(zip(self.layers, past_key_values)):", "enumerate(zip(self.layers, past_key_values[::-1])):"
+        )
     )
     result = migrate(code, "4.56", "modeling_zipped.py")
     assert result.status == "failed" and result.migrated == code
     [loop] = result.diagnostics
-    assert loop.code == "CM900" and loop.line == _line(code, "past_key_values[::-1]")
+    assert loop.code == "CM900" and loop.line == _line(code, "past_key_values[::-1])):")
     assert "`past_key_values[::-1]`" in loop.message
