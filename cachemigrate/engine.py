@@ -28,7 +28,7 @@ from .edit.edits import Plan
 from .facts.converters import find_converters
 from .excerpts import quote, source_line
 from .edit.imports import IMPORTS_RULE
-from .proof.first_step import first_step_diagnostics
+from .proof.first_step import first_step_diagnostics, past_hook_diagnostics
 from .proof.gaps import era_gaps
 from .proof.leftovers import edited_functions, edited_tops, leftover_diagnostics, unbound_names
 from .facts.outside import explain as explain_outside
@@ -257,6 +257,9 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
         )
     if not before.roles["base_model"]:
         return done("failed", diags=[_no_model(before, path, locate)])
+    hooks = past_hook_diagnostics(before, path, locate)
+    if hooks:
+        return done("failed", diags=hooks)
     rules = ruleset.for_tier(options.tier)
     plan, matched, found = plan_rules(module, before, rules, era, path, options, locate)
     gap = era_gaps(module, before, ruleset, options, path, locate)  # planned only if a CM900 needs it
@@ -294,7 +297,9 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
             "report it with this file"
         )
         return done("error", diags=[Diagnostic(path, line, column, codes.REGION_VIOLATION, message)])
-    found.extend(leftover_diagnostics(before, reparsed, edited, functions, era, path, locate, converters, gap))
+    said = {d.line for d in found if d.code == codes.UNKNOWN_IDIOM}  # a construct planning explained, said once
+    leftovers = leftover_diagnostics(before, reparsed, edited, functions, era, path, locate, converters, gap)
+    found.extend(d for d in leftovers if d.line not in said)
     found.extend(first_step_diagnostics(before, reparsed, era, path, locate))
     found.extend(removed_uses(module, new_module, era, path, locate))
     applied = {rule: count for rule, count in matched.items()}

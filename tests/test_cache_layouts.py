@@ -257,5 +257,5 @@ def test_a_past_moved_to_the_kernel_layout_for_its_concatenation_is_stored_stand
         layout = attention_layout(fn.node, views.of(fn.qualname), "past_key_value", RankScope)
         assert layout.form == "pair" and layout.standard
     else:
-        with pytest.raises(Unknown, match="neither"):
+        with pytest.raises(Unknown, match="concatenates its past"):
             attention_layout(fn.node, views.of(fn.qualname), "past_key_value", RankScope)

@@ -385,14 +385,19 @@ def test_from_legacy_cache_is_tried_only_on_pairs_in_a_cache_layout():
     layer, nor BLOOM's transposed keys with batch and heads merged."""
     import torch
 
-    from cachemigrate.probe.compare import pairs_of_cache_layout as _pairs_of_cache_layout
+    from cachemigrate.probe.runtime import in_cache_layout
+
+    def grown(k):  # the same past one token later
+        return tuple((torch.cat((a, a[..., -1:, :]), dim=-2), torch.cat((b, b[..., -1:, :]), dim=-2)) for a, b in k)
 
     k = torch.zeros(2, 4, 5, 8)
-    assert _pairs_of_cache_layout(((k, k), (k, k)))
-    assert _pairs_of_cache_layout([(k, k)])
-    assert not _pairs_of_cache_layout([torch.zeros(2, 5, 16), torch.zeros(2, 5, 16)])  # fused, multi-query
-    assert not _pairs_of_cache_layout(((torch.zeros(8, 8, 5), torch.zeros(8, 5, 8)),))  # bloom: [b*h,d,s], [b*h,s,d]
-    assert not _pairs_of_cache_layout(())
+    assert in_cache_layout(((k, k), (k, k)), grown(((k, k), (k, k))))
+    assert in_cache_layout([(k, k)], grown([(k, k)]))
+    fused = [torch.zeros(2, 5, 16), torch.zeros(2, 5, 16)]  # fused, multi-query
+    assert not in_cache_layout(fused, [torch.zeros(2, 6, 16), torch.zeros(2, 6, 16)])
+    bloom = ((torch.zeros(8, 8, 5), torch.zeros(8, 5, 8)),)  # [b*h,d,s], [b*h,s,d]
+    assert not in_cache_layout(bloom, ((torch.zeros(8, 8, 6), torch.zeros(8, 6, 8)),))
+    assert not in_cache_layout((), ())
 
 
 MUSICGEN_CHECKS = ["generate_greedy", "generate_beam", "gradient_checkpointing", "cross_tuple_stepwise"]

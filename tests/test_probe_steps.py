@@ -51,11 +51,17 @@ def test_a_model_that_can_do_neither_is_stepped_as_usual():
     assert refeeds_whole_sequence(ToyLM(broken=True), TOKENS) is False
 
 
-def test_a_cache_must_hold_what_the_original_past_held():
+def test_a_past_is_in_a_caches_layout_only_where_it_grew_on_axis_minus_2():
     """dynamic_cache_in_same_object expects the length the original's own past had (CPM-Ant caches its prompt
-    tokens too); for a past not in a Cache's layout, the number of tokens fed."""
-    from cachemigrate.probe.checks.cache_api import _held
+    tokens too) only for a past a Cache could hold as it is: (key, value) pairs whose axis -2 grew by a step.
+    [batch, seq, heads, d] has the same shapes as [batch, heads, seq, d] where heads and tokens differ only in
+    number: growth tells them apart."""
+    from cachemigrate.probe.runtime import in_cache_layout
 
-    k = torch.zeros(2, 4, 37, 8)
-    assert _held(((k, k), (k, k)), 5) == 37
-    assert _held([torch.zeros(2, 5, 16)], 5) == 5  # fused keys and values: not read
+    def past(*shape):
+        return ((torch.zeros(*shape), torch.zeros(*shape)),)
+
+    assert in_cache_layout(past(2, 4, 5, 8), past(2, 4, 6, 8))  # [b, h, s, d]
+    assert not in_cache_layout(past(2, 5, 4, 8), past(2, 6, 4, 8))  # [b, s, h, d]
+    assert not in_cache_layout(past(5, 2, 4, 8), past(6, 2, 4, 8))  # sequence first
+    assert not in_cache_layout([torch.zeros(2, 5, 16)], [torch.zeros(2, 6, 16)])  # fused keys and values

@@ -37,8 +37,10 @@ class FileLayout:
     predicates: dict = dataclasses.field(default_factory=dict)  # "?name" -> test of a capture, for patterns
     reason: str | None = None  # why there are no layout facts
     explained: bool = False  # the reason is a construct the legacy audit names at its own line
+    node: cst.CSTNode | None = None  # the construct the reason names, where there is one
     converters: dict[str, Converter] = dataclasses.field(default_factory=dict)
     boundary_rank: int | None = None  # rank of a boundary tensor, for the views of heads
+    boundary_key: TensorLayout | None = None  # the keys of the tuples the model takes and gives back
 
 
 def file_layout(info: ModuleInfo, views, presents: str | None) -> FileLayout:
@@ -61,6 +63,7 @@ def file_layout(info: ModuleInfo, views, presents: str | None) -> FileLayout:
     except (Unknown, Unconvertible) as exc:
         result.reason = str(exc)
         result.explained = getattr(exc, "explained", False)
+        result.node = getattr(exc, "node", None)
         return result
     facts = {"form": inside.form, "cache_layout": _kind(inside), "boundary": _kind(boundary)}
     if inside.form == "pair":
@@ -71,6 +74,7 @@ def file_layout(info: ModuleInfo, views, presents: str | None) -> FileLayout:
     result.facts = facts
     result.filters = {f"|{name}": make for name, make in filters.items()}
     result.boundary_rank = boundary.key.rank if boundary.key.rank == boundary.value.rank else None
+    result.boundary_key = boundary.key if boundary.form == "pair" else None
     return result
 
 
@@ -90,7 +94,7 @@ def _inside(info: ModuleInfo, views) -> Layout:
             scope = lambda fn=fn: RankScope(lookup=views.oracle.lookup(fn.cls))  # noqa: E731
             layout = attention_layout(fn.node, views.of(fn.qualname), fn.cache_params[0], scope)
         except Unknown as exc:
-            raise Unknown(f"in {fn.qualname}, {exc}", exc.explained) from None
+            raise Unknown(f"in {fn.qualname}, {exc}", exc.explained, exc.node) from None
         found.setdefault(layout, []).append(name)
     if not found:
         raise Unknown("no attention concatenates a past")

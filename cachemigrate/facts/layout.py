@@ -22,6 +22,7 @@ probe's beam-search check covers.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from typing import Iterable
 
@@ -59,9 +60,10 @@ class Unknown(Exception):
     """The code does not show the layout; the message says what is missing, for users. ``explained``: the cause is
     a construct that the legacy audit names itself, at its own line (:mod:`cachemigrate.facts.constructs`)."""
 
-    def __init__(self, message: str, explained: bool = False) -> None:
+    def __init__(self, message: str, explained: bool = False, node: cst.CSTNode | None = None) -> None:
         super().__init__(message)
         self.explained = explained
+        self.node = node  # the construct that blocked, where the code shows one (the diagnostic points at it)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,7 +134,8 @@ def attention_layout(function: cst.FunctionDef, views, cache: str, scope_factory
         for index in range(len(statements)):
             found = match_statements(_PAIR, statements, index, bound)
             if found is not None:
-                pairs.append((found, block.body[viewed[index].start]))
+                last = block.body[viewed[index].start + viewed[index].count - 1]  # the concatenation, after an unpack
+                pairs.append((found, block.body[viewed[index].start], last))
                 continue
             found = match_statements(_PAIR_KERNEL, statements, index, bound) or match_statements(
                 _PAIR_KERNEL_NAMED, statements, index, bound
@@ -148,6 +151,17 @@ def attention_layout(function: cst.FunctionDef, views, cache: str, scope_factory
         layouts_seen = {Layout("pair", standard, standard)}
     else:
         layouts_seen = set()
+    if not (pairs or fused or kernel) and not between_others(function, {cache}):  # that one is said at its line
+        concatenations = _concatenations_of(function, cache)
+        if concatenations:
+            shown = "; ".join(f"`{code_of(c)}`" for c in concatenations[:2])
+            raise Unknown(
+                f"the attention concatenates its past ({shown}), but not as a layer's stored tensors: only "
+                "`torch.cat((past[0], key), dim)` with `torch.cat((past[1], value), dim)` (the past as stored, or "
+                "`past[i].transpose(1, 2)` for a kernel), or `torch.cat((past, key_value), dim)` for fused keys and "
+                "values, have a known layout",
+                node=concatenations[0],
+            )
     if pairs and fused or not (pairs or fused or kernel):
         what = "both a (key, value) pair and a fused tensor" if pairs else "neither"
         raise Unknown(
@@ -156,14 +170,16 @@ def attention_layout(function: cst.FunctionDef, views, cache: str, scope_factory
             explained=not pairs and bool(between_others(function, {cache})),  # the past between other tensors
         )
     layouts = layouts_seen
-    for found, stmt in pairs:
+    for found, stmt, last in pairs:
         tracker = _Tracker(function, stmt, scope_factory())
-        key = _tensor(found["key"], found["key_dim"], tracker, "key")
-        value = _tensor(found["value"], found["value_dim"], tracker, "value")
+        with _at(last):
+            key = _tensor(found["key"], found["key_dim"], tracker, "key")
+            value = _tensor(found["value"], found["value_dim"], tracker, "value")
         layouts.add(Layout("pair", key, value))
     for found, stmt, block in fused:
         tracker = _Tracker(function, stmt, scope_factory())
-        tensor = _tensor(found["new"], found["dim"], tracker, "key and value")
+        with _at(stmt):
+            tensor = _tensor(found["new"], found["dim"], tracker, "key and value")
         if tensor.heads is not None or tensor.seq != -2:
             raise Unknown(f"the fused keys and values are {tensor.describe()}; only a sequence axis -2 is known")
         if not _split_after(function, views, code_of(found["out"])):
@@ -175,6 +191,35 @@ def attention_layout(function: cst.FunctionDef, views, cache: str, scope_factory
     if len(layouts) != 1:
         raise Unknown("the attention concatenates its past in more than one layout")
     return layouts.pop()
+
+
+@contextlib.contextmanager
+def _at(stmt: cst.CSTNode):
+    """An :class:`Unknown` raised inside is located at ``stmt`` (the concatenation), unless it names its own node."""
+    try:
+        yield
+    except Unknown as exc:
+        if exc.node is None:
+            exc.node = stmt
+        raise
+
+
+def _concatenations_of(function: cst.FunctionDef, cache: str) -> list[cst.Call]:
+    """The ``torch.cat`` calls of the function that read the past: the cache itself, or a local assigned (in code
+    order) from an expression that reads it (``past_key = layer_past[0].transpose(-2, -1)``)."""
+    derived = {cache}
+
+    def reads(node: cst.CSTNode) -> bool:
+        return any(n.value in derived for n in m.findall(node, m.Name()))
+
+    for small in iter_small_statements(function.body):
+        if isinstance(small, cst.Assign) and reads(small.value):
+            for target in small.targets:
+                derived.update(n.value for n in m.findall(target.target, m.Name()))
+    cat = m.Call(
+        func=m.Attribute(value=m.Name("torch"), attr=m.Name("cat") | m.Name("concat") | m.Name("concatenate"))
+    )
+    return [call for call in m.findall(function, cat) if call.args and reads(call.args[0].value)]
 
 
 def _split_after(function: cst.FunctionDef, views, fused: str) -> bool:

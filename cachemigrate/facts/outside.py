@@ -27,10 +27,21 @@ from .uses import CacheUse
 
 
 def _library_base(bases: list[str], classes: dict) -> str | None:
-    """A base the file does not define, named as transformers names its pretrained-model classes."""
+    """A base the file does not define, named as transformers names its pretrained-model classes (a model's,
+    ``GPT2PreTrainedModel``: ``PreTrainedModel`` itself is every model's base and wraps nothing)."""
     for base in bases:
-        if base not in classes and base.rsplit(".", 1)[-1].endswith("PreTrainedModel"):
+        name = base.rsplit(".", 1)[-1]
+        if base not in classes and name.endswith("PreTrainedModel") and name != "PreTrainedModel":
             return base
+    return None
+
+
+def _own_stack(info: ModuleInfo) -> tuple[str, str] | None:
+    """(model, block) where a class of the file holds an ``nn.ModuleList`` of another class of the file."""
+    for cls in info.classes.values():
+        for block in cls.module_lists.values():
+            if block in info.classes:
+                return cls.name, block
     return None
 
 
@@ -139,5 +150,14 @@ def explain(module: cst.Module, info: ModuleInfo, use: CacheUse) -> str | None:
             "a time and does not yet migrate attention and blocks split over several files together (half of it "
             "would hand a Cache to code that indexes a tuple): move those classes into this file and run it again, "
             "or port the package by hand"
+        )
+    stack = _own_stack(info)
+    if stack and not info.roles["base_model"]:
+        model, block = stack
+        return (
+            f"the file defines its own layers ({model} holds a list of {block}) and hands them the past under "
+            "names that are not cache names of this era, so no attention, block or model taking a cache was found: "
+            "rename those parameters to a cache name of the era (`cache_names` in its `era.toml`: `layer_past`, "
+            "`past_key_value`...) and run it again"
         )
     return None

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import time
 
-from .compare import CheckFailed, CheckInconclusive, CheckSkipped, kind, nan_verdict, one_line, pairs_of_cache_layout
+from .compare import CheckFailed, CheckInconclusive, CheckSkipped, kind, nan_verdict, one_line
 from .context import PROMPT_LEN, STEPS
 from .weights import initialise
-from .runtime import BEAMS, Stepper, cache_from_tuple, generate, logits_of, past_of, recording_caches
+from .runtime import BEAMS, Stepper, cache_from_tuple, generate, in_cache_layout, logits_of, past_of, recording_caches
 
 
 class Replay:
@@ -183,7 +183,8 @@ def cache_in_same_cache(r: Replay) -> str:
     Cache's layout (not BLOOM's 3-D keys, nor a fused tensor): no caller can build a Cache from another one."""
     from transformers.cache_utils import DynamicCache
 
-    legacy_layout = pairs_of_cache_layout(r.ref["prompt_past"])
+    step0 = r.ref.get("step0_past")  # growth tells [batch, heads, seq, d] from [batch, seq, heads, d]; shapes cannot
+    legacy_layout = in_cache_layout(r.ref["prompt_past"], step0) if step0 is not None else False
     # what the original's past holds after the prompt (CPM-Ant adds positions of its own), else the tokens fed
     held = r.ref["prompt_past"][0][0].shape[-2] if legacy_layout else PROMPT_LEN
     cache = DynamicCache()

@@ -10,6 +10,7 @@ import contextlib
 import logging
 import warnings
 
+from .compare import pairs_of_cache_layout
 from .context import MAX_NEW_TOKENS
 
 BEAMS = 3
@@ -29,6 +30,15 @@ def is_cache(value) -> bool:
     from transformers.cache_utils import Cache
 
     return isinstance(value, Cache)
+
+
+def in_cache_layout(before, after) -> bool:
+    """A legacy past is what a DynamicCache holds when every layer is a (key, value) pair of 4-D tensors of one
+    shape that grew on axis -2 between ``before`` and ``after`` (the same model's past one step later). Shapes
+    alone cannot tell [batch, heads, seq, d] from [batch, seq, heads, d] (or a sequence-first past); growth can."""
+    if not (pairs_of_cache_layout(before) and pairs_of_cache_layout(after)) or len(before) != len(after):
+        return False
+    return all([i for i in range(4) if old[0].shape[i] != new[0].shape[i]] == [2] for old, new in zip(before, after))
 
 
 def cache_from_tuple(legacy):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 
 import libcst as cst
+import libcst.matchers as m
 
 from .. import diagnostics as codes
 from ..facts.analysis import Locator, ModuleInfo, analyze
@@ -78,6 +79,36 @@ def first_step_diagnostics(
             f"take the first step for a later one and the output would change; no rule rewrites it, and the file "
             f"was left unchanged. Test `{use.variable}.get_seq_length() > 0` for a Cache (and keep the test as it "
             "is for a tuple), by hand or with a rule"
+        )
+        result.append(Diagnostic(path, line, column, codes.UNKNOWN_IDIOM, message))
+    return result
+
+
+def past_hook_diagnostics(info: ModuleInfo, path: str, locate: Locator) -> list[Diagnostic]:
+    """A generation hook written before transformers 4.26 (``prepare_inputs_for_generation(self, input_ids,
+    past=None, ...)`` returning ``{"past_key_values": past, ...}``): ``generate()`` passes ``past_key_values``
+    since 4.26, so ``past`` is always None there and generation never reuses the cache. A migration would keep
+    that silently; the file is refused at the hook's ``past`` parameter, with what to do."""
+    result = []
+    for fn in info.functions.values():
+        if fn.name not in GENERATION_HOOKS or "past" not in fn.params or "past_key_values" in fn.params:
+            continue
+        handed = [
+            element
+            for element in m.findall(fn.node, m.DictElement(key=m.SimpleString(), value=m.Name("past")))
+            if element.key.evaluated_value == "past_key_values"
+        ]
+        if not handed:
+            continue  # `past` goes elsewhere (a helper that reads `past_key_values` from **kwargs): not this idiom
+        parameter = next(p for p in fn.node.params.params if p.name.value == "past")
+        line, column = locate(parameter)
+        message = (
+            f'{fn.qualname} takes the past as `past` and hands it on as `"past_key_values": past`, but since '
+            "transformers 4.26 `generate()` passes it as `past_key_values`: `past` is always None there, so "
+            "generation never reuses the cache (every step runs on the whole sequence) and a migration would keep "
+            "that silently; the file was left unchanged. Rename the parameter to `past_key_values` (keep `past` as "
+            "an alias: `past_key_values = past_key_values if past_key_values is not None else past`), then run "
+            "cachemigrate again"
         )
         result.append(Diagnostic(path, line, column, codes.UNKNOWN_IDIOM, message))
     return result

@@ -15,6 +15,7 @@ from ..diagnostics import Diagnostic
 from ..edit.edits import Plan
 from .holes import bound_holes, find_facts, functions_in_scope
 from ..edit.imports import plan_imports
+from ..facts.past_length import off_axis_reads
 from ..views.patterns import holes
 from ..edit.render import format_statements
 from ..results import Options
@@ -48,7 +49,7 @@ def plan_rules(
     plan = Plan()
     actions = []
     matched: dict[str, int] = {}
-    found: list[Diagnostic] = []
+    found: list[Diagnostic] = off_axis_reads(info, facts, layout.boundary_key, path, locate)
     imports: list[str] = []
     undetermined: set[str] = set()  # facts a required rule needed that the file did not show (reported once)
     for rule in rules:
@@ -66,7 +67,9 @@ def plan_rules(
                     undetermined.update(ENGINE_FACTS)
                     if layout.explained:  # said by the legacy audit, at the construct itself (its uses stay)
                         continue
-                where = locate(info.functions[sorted(functions)[0]].node)
+                on_layout = layout.reason and any(fact in ENGINE_FACTS for fact in missing)
+                blocker = layout.node if on_layout and layout.node is not None else None
+                where = locate(blocker if blocker is not None else info.functions[sorted(functions)[0]].node)
                 why = _why_unknown(missing, layout.reason)
                 found.append(_not_applied(rule, path, where, f"cannot tell how it applies: {why}"))
             continue

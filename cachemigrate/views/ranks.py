@@ -1,7 +1,8 @@
 """Tensor ranks inferred along a function's own code, so that ``dim=2`` can be told apart from ``dim=-1``.
 
 A rank is known when the code says it: ``x.view(b, s, h, d)`` (4), ``x.permute(0, 2, 1, 3)`` (4),
-``x.unsqueeze(1)`` (one more), ``torch.stack`` (one more), a method of the same class or a function of the same
+``x.unsqueeze(1)`` (one more), ``torch.stack`` (one more), an einops pattern (``rearrange(x, "b s (h d) -> b h s d")``:
+4, the axes right of the arrow) or an einsum's (``"bhqd,bhkd->bhqk"``), a method of the same class or a function of the same
 module whose return has a known rank (``self._split_heads(x)``, ``self._shape(x, s, b)``), and whatever keeps
 the rank of its input (``transpose``, ``contiguous``, ``to``, slicing, arithmetic). Arithmetic takes the largest
 known rank of its operands, and ``q, k = f(q, k, ...)`` with ``f`` unknown keeps the ranks ``q`` and ``k`` had:
@@ -53,6 +54,8 @@ KEEPS_RANK = frozenset(
 SETS_RANK = frozenset({"view", "reshape", "expand", "repeat", "permute", "new_zeros", "new_ones", "new_empty"})
 TORCH_KEEPS = frozenset({"dropout", "softmax", "tanh", "relu", "gelu", "sigmoid", "where"})
 
+EINOPS = frozenset({"rearrange", "repeat", "einops.rearrange", "einops.repeat"})
+
 Lookup = Callable[[str, int], "int | None"]  # (callable name, which returned element) -> rank
 
 
@@ -66,6 +69,42 @@ def int_literal(node: cst.BaseExpression) -> int | None:
     ):
         return -int(node.expression.value)
     return None
+
+
+def _string(node: cst.BaseExpression) -> str | None:
+    if isinstance(node, cst.SimpleString):
+        value = node.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
+
+
+def einops_rank(node: cst.Call) -> int | None:
+    """The rank an einops ``rearrange``/``repeat`` call gives: the number of axes (a parenthesised group is one)
+    on the right of its pattern, ``"b s (h d) -> b h s d"`` (4); None for an ellipsis or a pattern that is not
+    a literal."""
+    args = [a for a in node.args if a.keyword is None]
+    pattern = _string(args[1].value) if len(args) > 1 else None
+    if pattern is None or pattern.count("->") != 1 or "..." in pattern:
+        return None
+    right = pattern.split("->")[1]
+    depth, count = 0, 0
+    for token in right.replace("(", " ( ").replace(")", " ) ").split():
+        if token == "(":
+            depth += 1
+            count += depth == 1
+        elif token == ")":
+            depth -= 1
+        elif depth == 0:
+            count += 1
+    return count if depth == 0 else None
+
+
+def _einsum_rank(node: cst.BaseExpression) -> int | None:
+    """``torch.einsum("bhqd,bhkd->bhqk", ...)``: the letters on the right of the arrow (4)."""
+    spec = _string(node)
+    if spec is None or spec.count("->") != 1 or "..." in spec:
+        return None
+    return len(spec.split("->")[1].replace(" ", ""))
 
 
 def _dotted(node: cst.BaseExpression) -> str | None:
@@ -121,6 +160,8 @@ class RankScope:
 
     def _call(self, node: cst.Call) -> int | None:
         func = node.func
+        if _dotted(func) in EINOPS:
+            return einops_rank(node)
         args = [a for a in node.args if a.keyword is None]
         if isinstance(func, cst.Attribute):
             method = func.attr.value
@@ -171,6 +212,8 @@ class RankScope:
         if function in ("matmul", "bmm", "baddbmm"):
             known = [r for r in (self.rank(a.value) for a in args) if r is not None]
             return max(known) if known else None
+        if function == "einsum" and args:
+            return _einsum_rank(args[0].value)
         if function in TORCH_KEEPS and args:
             return self.rank(args[0].value)
         return None

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from ..compare import CheckFailed, clone, expect_same, kind, logits, pairs_of_cache_layout, past
+from ..compare import CheckFailed, clone, expect_same, kind, logits, past
 from ..context import PROMPT_LEN
+from ..runtime import in_cache_layout
 from .common import call_under_test
 from .registry import check, needs_decoder_only
 
@@ -26,13 +27,16 @@ def dynamic_cache_in_same_object(probe) -> str:
     prompt, steps = probe.prompt_and_steps()
     out = original(input_ids=prompt, use_cache=True)
     reference = [logits(out)]
-    given = past(out)
-    lengths = [_held(given, PROMPT_LEN)]  # what the original's past holds after each step
-    for i, tokens in enumerate(steps, 1):
-        out = original(input_ids=tokens, past_key_values=given, use_cache=True)
+    pasts = [past(out)]  # what the original's past is after each step
+    for tokens in steps:
+        out = original(input_ids=tokens, past_key_values=pasts[-1], use_cache=True)
         reference.append(logits(out))
-        given = past(out)
-        lengths.append(_held(given, PROMPT_LEN + i))
+        pasts.append(past(out))
+    standard = len(pasts) > 1 and in_cache_layout(pasts[0], pasts[1])
+    # the positions each past holds: its keys' sequence axis when it is (key, value) pairs in a Cache's layout
+    # (more than was fed when the model adds positions of its own: CPM-Ant prepends its prompt tokens), else the
+    # number of tokens fed
+    lengths = [given[0][0].shape[-2] if standard else PROMPT_LEN + i for i, given in enumerate(pasts)]
 
     cache = DynamicCache()
     for i, tokens in enumerate([prompt, *steps]):
@@ -41,18 +45,11 @@ def dynamic_cache_in_same_object(probe) -> str:
 
     done = f"same object, grew to {lengths[-1]} tokens; logits equal the tuple path"
     original_past = probe.original_past(original, prompt)
-    if not pairs_of_cache_layout(original_past):
-        # fused key-value tensors, keys transposed, batch and heads merged: from_legacy_cache would build a
-        # Cache of the wrong tensors, which no caller can hand this model
+    if not standard:
+        # [batch, seq, heads, d], sequence-first, fused key-value tensors, keys transposed, batch and heads merged:
+        # from_legacy_cache would build a Cache of the wrong tensors, which no caller can hand this model
         return done + " (from_legacy_cache not tried: the file's legacy past is not (key, value) in a Cache's layout)"
     legacy = DynamicCache.from_legacy_cache(clone(original_past))
     out = call_under_test(migrated, input_ids=steps[0], past_key_values=legacy, use_cache=True)
     _expect_cache_step(out, legacy, lengths[1], reference[1], "from_legacy_cache")
     return done
-
-
-def _held(legacy, fed: int) -> int:
-    """The number of positions the original's legacy past holds: its keys' sequence axis when the past is
-    (key, value) pairs in a Cache's layout (more than was fed when the model adds positions of its own: CPM-Ant
-    prepends its prompt tokens), else the number of tokens fed."""
-    return legacy[0][0].shape[-2] if pairs_of_cache_layout(legacy) else fed

@@ -1,0 +1,294 @@
+"""The remote-code styles of ``fixtures/remote/<style>/`` (a modeling file and its configuration, as a
+trust_remote_code folder; written for this repo in the idioms published remote code uses): each runs on the
+installed transformers with a cache that agrees with a run without one; the styles the engine migrates give the
+original's tensors bit for bit; the others, and near-misses of those that migrate, are refused at the construct
+that blocks them, with the real reason."""
+
+from __future__ import annotations
+
+import functools
+import shutil
+from pathlib import Path
+
+import pytest
+
+from cachemigrate.engine import Options, migrate_source
+from cachemigrate.rules.loader import load_ruleset
+
+REMOTE = Path(__file__).resolve().parent.parent / "fixtures" / "remote"
+STYLES = sorted(p.name for p in REMOTE.iterdir() if p.is_dir())
+# measured: the styles each era migrates (the others are refused; see the tests below for why)
+MIGRATES = {
+    "4.52": {"bshd", "einops", "merged", "zipped", "fusedlist"},
+    "4.56": {"bshd", "einops", "merged", "zipped", "fusedlist"},
+    "5": {"bshd", "einops", "merged", "zipped"},
+    "portable": {"bshd", "einops", "merged", "zipped"},
+}
+
+
+@functools.cache
+def ruleset(era: str):
+    return load_ruleset(era)
+
+
+def modeling(style: str) -> Path:
+    return REMOTE / style / f"modeling_{style}.py"
+
+
+def migrate(code: str, era: str, name: str = "modeling_x.py"):
+    return migrate_source(code, ruleset(era), Options(line_length=119), path=name)
+
+
+def _line(code: str, text: str) -> int:
+    [line] = [n for n, line in enumerate(code.splitlines(), 1) if text in line]
+    return line
+
+
+# -- the corpus runs --------------------------------------------------------------------------------------------
+
+
+def _load(folder: Path, style: str):
+    from cachemigrate.probe.loading import load_modeling_module
+
+    module = load_modeling_module(folder / f"modeling_{style}.py")
+    config_class = next(v for k, v in vars(module).items() if k.endswith("Config") and isinstance(v, type))
+    head = next(
+        v
+        for v in vars(module).values()
+        if isinstance(v, type) and "prepare_inputs_for_generation" in vars(v) and v.__module__ == module.__name__
+    )
+    return module, config_class, head
+
+
+def _pair(folder: Path, migrated: Path, style: str):
+    import torch
+
+    _, config_class, head = _load(folder, style)
+    _, _, new_head = _load(migrated, style)
+    torch.manual_seed(0)
+    original = head(config_class()).eval()
+    new = new_head(config_class()).eval()
+    new.load_state_dict(original.state_dict())
+    return original, new
+
+
+def test_the_corpus_has_every_style():
+    assert set(STYLES) >= {"seqfirst", "bshd", "einops", "merged", "fusedlist", "stacked", "zipped", "pasthook"}
+    for style in STYLES:
+        assert (REMOTE / style / f"configuration_{style}.py").is_file()
+        assert modeling(style).is_file()
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_each_style_runs_and_its_cache_agrees_with_no_cache(style):
+    """The prompt, then two tokens fed one by one with the past the model returned, give the logits of the whole
+    sequence run without a cache: every fixture is a working cached model on the installed transformers."""
+    import torch
+
+    _, config_class, head = _load(REMOTE / style, style)
+    torch.manual_seed(0)
+    model = head(config_class()).eval()
+    ids = torch.randint(3, 99, (2, 7))
+    with torch.no_grad():
+        full = model(input_ids=ids, use_cache=False).logits
+        out = model(input_ids=ids[:, :5], use_cache=True)
+        steps = [out.logits]
+        for i in (5, 6):
+            out = model(input_ids=ids[:, i : i + 1], past_key_values=out.past_key_values, use_cache=True)
+            steps.append(out.logits)
+    assert torch.allclose(torch.cat(steps, dim=1), full, atol=1e-5)
+
+
+# -- what migrates ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "style,era", sorted((style, era) for era, styles in MIGRATES.items() if era != "4.52" for style in styles)
+)
+def test_the_styles_that_migrate(style, era):
+    code = modeling(style).read_text()
+    result = migrate(code, era, modeling(style).name)
+    assert result.status == "migrated", [str(d) for d in result.diagnostics]
+    again = migrate(result.migrated, era, modeling(style).name)
+    assert again.status == "clean" and again.migrated == result.migrated
+
+
+@pytest.mark.parametrize("style", sorted(MIGRATES["4.52"]))
+def test_the_migrated_model_gives_the_originals_tensors_bit_for_bit(style, tmp_path):
+    """Era 4.52's migration on the installed transformers (4.51.3): the layout is converted at the attention
+    (``[b, s, h, d]``, ``[b*h, s, d]``: views around ``cache.update``), or kept where a Cache cannot hold it
+    (fused keys and values); either way the logits and every cached tensor handed back as a tuple are the
+    original's, bit for bit, and a DynamicCache passed in gives the same logits."""
+    import torch
+    from transformers.cache_utils import DynamicCache
+
+    result = migrate(modeling(style).read_text(), "4.52", modeling(style).name)
+    assert result.status == "migrated", [str(d) for d in result.diagnostics]
+    shutil.copytree(REMOTE / style, tmp_path / style)
+    (tmp_path / style / modeling(style).name).write_text(result.migrated)
+    original, new = _pair(REMOTE / style, tmp_path / style, style)
+    ids = torch.randint(3, 99, (2, 6))
+    with torch.no_grad():
+        old_out = original(input_ids=ids[:, :4], use_cache=True)
+        new_out = new(input_ids=ids[:, :4], use_cache=True)
+        assert torch.equal(old_out.logits, new_out.logits)
+        old_step = original(input_ids=ids[:, 4:5], past_key_values=old_out.past_key_values, use_cache=True)
+        new_step = new(input_ids=ids[:, 4:5], past_key_values=new_out.past_key_values, use_cache=True)
+        assert torch.equal(old_step.logits, new_step.logits)
+        old_past, new_past = old_step.past_key_values, new_step.past_key_values
+        assert len(old_past) == len(new_past)
+        for old_layer, new_layer in zip(old_past, new_past):
+            if isinstance(old_layer, torch.Tensor):
+                assert torch.equal(old_layer, new_layer)
+            else:
+                assert all(torch.equal(a, b) for a, b in zip(old_layer, new_layer))
+        cache = DynamicCache()
+        first = new(input_ids=ids[:, :4], past_key_values=cache, use_cache=True)
+        assert first.past_key_values is cache and torch.equal(first.logits, old_out.logits)
+        second = new(input_ids=ids[:, 4:5], past_key_values=cache, use_cache=True)
+        assert torch.equal(second.logits, old_step.logits) and cache.get_seq_length() == 5
+
+
+# -- what is refused, and why -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("era", ["4.56", "5"])
+def test_a_sequence_first_layer_list_is_not_called_a_wrapped_model(era):
+    """seqfirst: attention, blocks and model are all in the file (its caches are named `kv_cache`/`kv_caches`):
+    no 'wraps its model'; the blocker named is the layer-indexed list handed to each layer."""
+    code = modeling("seqfirst").read_text()
+    result = migrate(code, era, "modeling_seqfirst.py")
+    assert result.status == "failed" and result.migrated == code
+    messages = [str(d) for d in result.diagnostics]
+    assert not any("wraps its model" in m for m in messages), messages
+    assert not any("no attention/block/model structure" in m for m in messages), messages
+    [indexed] = [d for d in result.diagnostics if "kv_caches[index]" in d.message]
+    assert indexed.code == "CM900" and indexed.line == _line(code, "kv_cache=kv_caches[index]")
+
+
+def test_a_concatenation_of_a_transposed_past_is_named_at_its_line():
+    """stacked: the attention concatenates `past_key = layer_past[0].transpose(-2, -1)`; the diagnostic names that
+    concatenation at its line, and never says it concatenates neither."""
+    code = modeling("stacked").read_text()
+    result = migrate(code, "4.56", "modeling_stacked.py")
+    assert result.status == "failed" and result.migrated == code
+    assert not any("concatenates neither" in d.message for d in result.diagnostics)
+    [layout] = [d for d in result.diagnostics if d.code == "CM901" and "CM002" in d.message]
+    assert layout.line == _line(code, "key = torch.cat((past_key, key), dim=-1)")
+    assert "`torch.cat((past_key, key), dim=-1)`" in layout.message
+
+
+@pytest.mark.parametrize("era", ["4.56", "portable"])
+def test_a_past_hook_is_refused_at_its_parameter(era):
+    """pasthook: `prepare_inputs_for_generation(self, input_ids, past=None, ...)` hands `past` on as
+    `past_key_values`; generate() passes `past_key_values` since 4.26, so the cache was never reused."""
+    code = modeling("pasthook").read_text()
+    result = migrate(code, era, "modeling_pasthook.py")
+    assert result.status == "failed" and result.migrated == code
+    [hook] = result.diagnostics
+    assert hook.code == "CM900" and hook.line == _line(
+        code, "def prepare_inputs_for_generation(self, input_ids, past="
+    )
+    assert "4.26" in hook.message and "never reuses the cache" in hook.message
+
+
+def test_a_past_hook_that_forwards_its_kwargs_is_not_one():
+    """A hook taking `past` but letting `past_key_values` through **kwargs (idefics 4.35.2) uses the cache."""
+    code = (
+        modeling("pasthook")
+        .read_text()
+        .replace('"past_key_values": past,', '"past_key_values": kwargs.get("past_key_values", past),')
+    )
+    result = migrate(code, "4.56", "modeling_pasthook.py")
+    assert not any("4.26" in d.message for d in result.diagnostics)
+
+
+def test_a_past_length_off_the_sequence_axis_is_named():
+    """bshd near-miss: the past length read off axis 2 ([b, s, h, d]: the heads)."""
+    code = (
+        modeling("bshd")
+        .read_text()
+        .replace(
+            "past_key_values_length = past_key_values[0][0].shape[1]",
+            "past_key_values_length = past_key_values[0][0].shape[2]",
+        )
+    )
+    result = migrate(code, "4.56", "modeling_bshd.py")
+    assert result.status == "failed" and result.migrated == code
+    [read] = result.diagnostics
+    assert read.code == "CM900" and read.line == _line(code, "past_key_values_length = past_key_values[0][0].shape[2]")
+    assert "axis 2 (the heads)" in read.message and "[b, s, h, d]" in read.message and "axis 1" in read.message
+
+
+def test_an_einops_pattern_with_an_ellipsis_gives_no_rank():
+    """einops near-miss: patterns with `...` fix no rank (and nothing else does here), so `dim=2` of the
+    concatenation cannot be told from a negative axis: refused at that concatenation."""
+    code = (
+        modeling("einops")
+        .read_text()
+        .replace(
+            '"b s (h d) -> b h s d", h=self.num_heads)', '"... (h d) -> ... h d", h=self.num_heads).transpose(-3, -2)'
+        )
+    )
+    result = migrate(code, "4.56", "modeling_einops.py")
+    assert result.status == "failed" and result.migrated == code
+    [rank] = [d for d in result.diagnostics if d.code == "CM901"]
+    assert "the rank of `k` is not known" in rank.message
+    assert rank.line == _line(code, "k = torch.cat((past_key, k), dim=2)")
+
+
+def test_a_merged_key_not_built_by_a_reshape_is_refused():
+    """merged near-miss: a 3-axis key whose merged batch x heads axis the code does not show."""
+    code = (
+        modeling("merged")
+        .read_text()
+        .replace(
+            "key_layer = key_layer.transpose(1, 2).reshape(batch_size * self.num_heads, q_length, self.head_dim)",
+            "key_layer = key_layer.transpose(1, 2).flatten(0, 1)",
+        )
+    )
+    result = migrate(code, "4.56", "modeling_merged.py")
+    assert result.status == "failed" and result.migrated == code
+    assert any("`key_layer` has 3 axes" in d.message for d in result.diagnostics), [str(d) for d in result.diagnostics]
+
+
+def test_einops_and_einsum_patterns_give_ranks():
+    import libcst as cst
+
+    from cachemigrate.views.ranks import RankScope
+
+    scope = RankScope()
+    assert scope.rank(cst.parse_expression('rearrange(x, "b s (h d) -> b h s d", h=4)')) == 4
+    assert scope.rank(cst.parse_expression('einops.rearrange(x, "b h s d -> b s (h d)")')) == 3
+    assert scope.rank(cst.parse_expression('repeat(x, "b s d -> b (r s) d", r=2)')) == 3
+    assert scope.rank(cst.parse_expression('rearrange(x, "... (h d) -> ... h d", h=4)')) is None
+    assert scope.rank(cst.parse_expression("rearrange(x, pattern, h=4)")) is None
+    assert scope.rank(cst.parse_expression('torch.einsum("bhqd,bhkd->bhqk", q, k)')) == 4
+    assert scope.rank(cst.parse_expression('torch.einsum("bhqk, bhkd -> bhqd", a, v)')) == 4
+
+
+def test_layers_handed_the_past_under_unknown_names_are_said_so():
+    """seqfirst with its caches named `layer_cache`/`layer_caches` (no cache name): the file defines its own stack,
+    so the diagnostic says the names are the blocker, never that it wraps a library model."""
+    code = modeling("seqfirst").read_text().replace("kv_caches", "layer_caches").replace("kv_cache", "layer_cache")
+    result = migrate(code, "4.56", "modeling_seqfirst.py")
+    assert result.status == "failed" and result.migrated == code
+    [diagnostic] = result.diagnostics
+    assert diagnostic.code == "CM903" and "wraps" not in diagnostic.message
+    assert "GLMTransformer holds a list of GLMBlock" in diagnostic.message and "cache_names" in diagnostic.message
+
+
+def test_a_loop_over_a_reordered_past_is_refused_at_the_loop():
+    """zipped near-miss: the layers zipped with the past reversed (`past_key_values[::-1]`) is no per-layer past."""
+    code = (
+        modeling("zipped")
+        .read_text()
+        .replace(
+            "enumerate(zip(self.layers, past_key_values)):", "enumerate(zip(self.layers, past_key_values[::-1])):"
+        )
+    )
+    result = migrate(code, "4.56", "modeling_zipped.py")
+    assert result.status == "failed" and result.migrated == code
+    [loop] = result.diagnostics
+    assert loop.code == "CM900" and loop.line == _line(code, "past_key_values[::-1])):")
+    assert "`past_key_values[::-1]`" in loop.message
