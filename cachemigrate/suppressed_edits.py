@@ -21,6 +21,7 @@ from .audit import Offsets, claims_of
 from .diagnostics import Diagnostic
 from .edits import Plan, Rename
 from .suppression import MARK, is_skip_comment
+from .traverse import walk
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,7 +97,7 @@ def _marked(whitespace: cst.TrailingWhitespace) -> bool:
 
 def _marked_statements(module: cst.Module, offsets: Offsets) -> list[_Marked]:
     finder = _Finder()
-    module.visit(finder)
+    walk(module, finder)
     marked = []
     for node, path, header in finder.found:
         start, end = offsets.span(node, path)
