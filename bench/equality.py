@@ -29,7 +29,10 @@ _WORKER: dict = {}
 def _jobs(trees: list[Path], fixtures: Path | None, repo: Path) -> list[tuple[str, str, str, str]]:
     """(label, path, era, tier) for every file to migrate."""
     sys.path.insert(0, str(repo))
-    from cachemigrate.walk import Selection, collect
+    try:
+        from cachemigrate.source.walk import Selection, collect
+    except ImportError:  # a checkout from before the stage subpackages
+        from cachemigrate.walk import Selection, collect
 
     jobs = []
     for tree in trees:
@@ -49,7 +52,10 @@ def _one(job: tuple[str, str, str, str]) -> tuple[str, dict]:
     import cachemigrate
     from cachemigrate.engine import migrate_source
     from cachemigrate.results import Options
-    from cachemigrate.rules import load_ruleset
+    try:
+        from cachemigrate.rules.loader import load_ruleset
+    except ImportError:  # a checkout from before the stage subpackages
+        from cachemigrate.rules import load_ruleset
 
     if era not in _WORKER:
         _WORKER[era] = load_ruleset(era)
