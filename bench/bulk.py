@@ -40,7 +40,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # run from a checkout without installing
 
-from cachemigrate.source.walk import Selection, collect  # noqa: E402
+try:
+    from cachemigrate.source.walk import Selection, collect  # noqa: E402
+except ImportError:  # a checkout from before the stage subpackages (a base to compare with)
+    from cachemigrate.walk import Selection, collect  # noqa: E402
 
 GOALS = {
     "b1": 0.5,  # (b) -j 1 CPU <= 0.5 x (a)
@@ -89,7 +92,11 @@ def gpt2_ratio(models: Path, repeats: int = 2) -> tuple[float, float]:
     import libcst
 
     from cachemigrate.engine import Options, migrate_source
-    from cachemigrate.rules.loader import load_ruleset
+
+    try:
+        from cachemigrate.rules.loader import load_ruleset
+    except ImportError:  # before the stage subpackages
+        from cachemigrate.rules import load_ruleset
 
     code = (models / "gpt2" / "modeling_gpt2.py").read_text(encoding="utf-8")
     ruleset, options = load_ruleset("4.52"), Options(line_length=119)
@@ -119,15 +126,23 @@ def traversals(path: Path) -> tuple[int, int, int]:
     this process (after a first one, so that the rules are loaded)."""
     import libcst
 
-    import cachemigrate.traverse as traverse
+    try:
+        import cachemigrate.traverse as traverse
+    except ImportError:  # before issue 19: every walk is libcst's
+        traverse = None
     from cachemigrate.engine import Options, migrate_source
-    from cachemigrate.rules.loader import load_ruleset
+
+    try:
+        from cachemigrate.rules.loader import load_ruleset
+    except ImportError:  # before the stage subpackages
+        from cachemigrate.rules import load_ruleset
 
     code = path.read_text(encoding="utf-8")
     ruleset, options = load_ruleset("4.52"), Options(line_length=119)
     migrate_source(code, ruleset, options, path=path.name)
     counts = [0, 0]
-    visit, children = libcst.CSTNode.visit, traverse.children
+    visit = libcst.CSTNode.visit
+    children = traverse.children if traverse else None
 
     def counted_visit(node, visitor):
         counts[0] += 1
@@ -137,12 +152,31 @@ def traversals(path: Path) -> tuple[int, int, int]:
         counts[1] += 1
         return children(node)
 
-    libcst.CSTNode.visit, traverse.children = counted_visit, counted_children
+    libcst.CSTNode.visit = counted_visit
+    if traverse:
+        traverse.children = counted_children
     try:
         migrate_source(code, ruleset, options, path=path.name)
     finally:
-        libcst.CSTNode.visit, traverse.children = visit, children
-    return sum(1 for _ in traverse.nodes(libcst.parse_module(code))), counts[0], counts[1]
+        libcst.CSTNode.visit = visit
+        if traverse:
+            traverse.children = children
+    return _node_count(libcst.parse_module(code)), counts[0], counts[1]
+
+
+def _node_count(module) -> int:
+    import libcst
+
+    class Count(libcst.CSTVisitor):
+        count = 0
+
+        def on_visit(self, node) -> bool:
+            self.count += 1
+            return True
+
+    counter = Count()
+    module.visit(counter)
+    return counter.count
 
 
 def engine_rows(models: Path, scratch: Path, repeats: int) -> list[tuple[str, str, str]]:

@@ -2,7 +2,7 @@
 one checkout, and compared with another's.
 
     python bench/equality.py record OUT.json [--repo CHECKOUT] [--tree DIR ...] [--fixtures] [-j 2]
-    python bench/equality.py compare OLD.json NEW.json
+    python bench/equality.py compare OLD.json NEW.json [--common]
 
 ``record`` migrates, in the checkout ``--repo`` (default: this one), every ``modeling_*.py`` the CLI would take
 under each ``--tree`` (era 4.52, tier dynamic) and every ``*before.py``/``*nomatch.py`` of the fixtures (the
@@ -52,6 +52,7 @@ def _one(job: tuple[str, str, str, str]) -> tuple[str, dict]:
     import cachemigrate
     from cachemigrate.engine import migrate_source
     from cachemigrate.results import Options
+
     try:
         from cachemigrate.rules.loader import load_ruleset
     except ImportError:  # a checkout from before the stage subpackages
@@ -80,21 +81,30 @@ def record(args: argparse.Namespace) -> int:
     repo = args.repo.resolve()
     fixtures = repo / "fixtures" if args.fixtures else None
     jobs = _jobs([t.resolve() for t in args.tree], fixtures, repo)
+    if args.every > 1:  # a sample: every n-th job, the same for every checkout
+        jobs = jobs[:: args.every]
     commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
     import cachemigrate
 
     assert Path(cachemigrate.__file__).is_relative_to(repo), f"cachemigrate comes from {cachemigrate.__file__}"
     out: dict = {"commit": commit.strip(), "files": {}}
-    if args.jobs > 1:
-        import multiprocessing
+    partial = args.out.with_suffix(".partial.jsonl")  # each answer as it comes: an interrupted run still compares
+    with open(partial, "w") as stream:
+        stream.write(json.dumps({"commit": out["commit"]}) + "\n")
+        if args.jobs > 1:
+            import multiprocessing
 
-        with multiprocessing.get_context("spawn").Pool(args.jobs, _init, (str(repo),)) as pool:
-            for key, value in pool.imap_unordered(_one, jobs, chunksize=1):
+            with multiprocessing.get_context("spawn").Pool(args.jobs, _init, (str(repo),)) as pool:
+                for key, value in pool.imap_unordered(_one, jobs, chunksize=1):
+                    out["files"][key] = value
+                    stream.write(json.dumps({key: value}) + "\n")
+                    stream.flush()
+        else:
+            for job in jobs:
+                key, value = _one(job)
                 out["files"][key] = value
-    else:
-        for job in jobs:
-            key, value = _one(job)
-            out["files"][key] = value
+                stream.write(json.dumps({key: value}) + "\n")
+                stream.flush()
     out["files"] = dict(sorted(out["files"].items()))
     args.out.write_text(json.dumps(out, indent=1))
     statuses: dict[str, int] = {}
@@ -104,9 +114,19 @@ def record(args: argparse.Namespace) -> int:
     return 0
 
 
+def _load(path: Path) -> dict:
+    """A finished record (.json), or the answers an interrupted one wrote (.partial.jsonl)."""
+    if path.suffix == ".json":
+        return json.loads(path.read_text())
+    lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return {"commit": lines[0]["commit"], "files": {k: v for line in lines[1:] for k, v in line.items()}}
+
+
 def compare(args: argparse.Namespace) -> int:
-    old, new = (json.loads(p.read_text()) for p in (args.old, args.new))
+    old, new = (_load(p) for p in (args.old, args.new))
     a, b = old["files"], new["files"]
+    if args.common:  # records of different samples or interrupted runs: the answers both have
+        a, b = ({k: v for k, v in x.items() if k in a and k in b} for x in (a, b))
     differ = 0
     for key in sorted(set(a) | set(b)):
         if key not in a or key not in b:
@@ -130,9 +150,11 @@ def main() -> int:
     rec.add_argument("--tree", type=Path, action="append", default=[])
     rec.add_argument("--fixtures", action="store_true")
     rec.add_argument("-j", "--jobs", type=int, default=1)
+    rec.add_argument("--every", type=int, default=1, help="a sample: every n-th file")
     cmp = commands.add_parser("compare")
     cmp.add_argument("old", type=Path)
     cmp.add_argument("new", type=Path)
+    cmp.add_argument("--common", action="store_true", help="only the answers both records have")
     args = parser.parse_args()
     os.environ.setdefault("CACHEMIGRATE_CACHE_DIR", os.devnull)
     return record(args) if args.command == "record" else compare(args)
