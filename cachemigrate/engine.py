@@ -23,6 +23,7 @@ from .facts.analysis import Locator, ModuleInfo, analyze
 from .edit.apply import ApplyError, Reformat, apply_plan
 from .proof.audit import Offsets, claims_of, find_violation
 from .source import guard
+from . import traverse
 from .diagnostics import Diagnostic
 from .edit.edits import Plan
 from .facts.converters import find_converters
@@ -102,14 +103,19 @@ def _no_extras(compound: cst.BaseCompoundStatement) -> dict:
 
 def apply_and_prove(module: cst.Module, plan: Plan, options: Options) -> cst.Module:
     """Apply the plan; raise :class:`RegionViolation` if anything changed outside the claimed regions."""
+    return _apply_and_prove(module, plan, options, module.code)[0]
+
+
+def _apply_and_prove(module: cst.Module, plan: Plan, options: Options, original: str) -> tuple[cst.Module, str]:
+    """:func:`apply_and_prove` of the module parsed from ``original``: the new module and its text."""
     applied = apply_plan(module, plan, _Formatter(options.line_length))
-    original, migrated = module.code, applied.module.code
+    migrated = applied.module.code
     if migrated == original:
-        return applied.module
-    offsets = Offsets(module)
+        return applied.module, migrated
+    offsets = Offsets(module, original)
     violation = find_violation(original, migrated, claims_of(plan, applied.extra_claims, offsets))
     if violation is None:
-        return applied.module
+        return applied.module, migrated
     rule = _culprit(module, plan, options, offsets)
     raise RegionViolation(
         rule,
@@ -129,7 +135,7 @@ def _culprit(module: cst.Module, plan: Plan, options: Options, offsets: Offsets)
         except ApplyError:
             return rules[count - 1]
         claims = claims_of(partial, applied.extra_claims, offsets)
-        if find_violation(module.code, applied.module.code, claims) is not None:
+        if find_violation(offsets.code, applied.module.code, claims) is not None:
             return rules[count - 1]
     return "the engine's applier"
 
@@ -214,13 +220,14 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
     module, error = _parse(code, path)
     if error:
         return done("failed", diags=[error])
+    traverse.index(module)  # findall below the original nodes: from one index of them
     before = analyze(module, era.cache_names)
     converters = find_converters(before)
     # legacy converters keep their tuple code after a migration: alone, they leave nothing to migrate
     exempt = {c.qualname for c in converters.values()}
     if not [use for use in before.legacy_uses() if use.function not in exempt] or before.on_cache_api():
         return done("clean")
-    locate = Locator(module)
+    locate = Locator(module, code)
     closed = unreachable_cache(before)
     if closed:
         first = before.legacy_uses()[0]
@@ -235,7 +242,7 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
     if not before.roles["attention"] and not before.roles["base_model"]:
         first = before.legacy_uses()[0]
         line, column = locate(first.node)
-        idiom, excerpt = quote(first.idiom), source_line(module.code, line)
+        idiom, excerpt = quote(first.idiom), source_line(code, line)
         return done(
             "failed",
             diags=[
@@ -265,13 +272,12 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
     gap = era_gaps(module, before, ruleset, options, path, locate)  # planned only if a CM900 needs it
     plan, suppressed = leave_out(module, plan, code, path)
     try:
-        new_module = apply_and_prove(module, plan, options)
+        new_module, migrated = _apply_and_prove(module, plan, options, code)
     except RegionViolation as exc:
         return done("error", diags=[Diagnostic(path, exc.line, 1, codes.REGION_VIOLATION, str(exc))])
     except ApplyError as exc:
         message = f"internal error: {exc}; the file was left unchanged. This is a bug in cachemigrate or a rule"
         return done("error", diags=[Diagnostic(path, 1, 1, codes.REGION_VIOLATION, message)])
-    migrated = new_module.code
     try:
         ast.parse(migrated, filename=path)
     except SyntaxError as exc:

@@ -10,6 +10,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from .base import Action, Planner
+from ..traverse import findall
 
 
 class AddMethod(Action):
@@ -33,7 +34,7 @@ class AddMethod(Action):
 
     def plan(self, module: cst.Module) -> list:
         used = self.param("if_used")
-        if used and not m.findall(module, m.Attribute(attr=m.Name(m.MatchIfTrue(lambda value: value in used)))):
+        if used and not findall(module, m.Attribute(attr=m.Name(m.MatchIfTrue(lambda value: value in used)))):
             return self.edits
         return super().plan(module)
 

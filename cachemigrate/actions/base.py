@@ -13,6 +13,7 @@ import libcst as cst
 
 from ..diagnostics import Diagnostic
 from ..edit.edits import Edit, Replace, Resolve, Splice, remove
+from ..traverse import children, walk, walk_many
 
 if TYPE_CHECKING:
     from ..facts.analysis import ModuleInfo
@@ -79,15 +80,21 @@ class Action:
     def plan(self, module: cst.Module) -> list[Edit]:
         planner = self.planner()
         if planner.VISIT_EVERYTHING:
-            module.visit(planner)
+            walk(module, planner)
             return self.edits
         # only the classes and functions in scope are visited (the module itself is the root of every path)
         planner.stack.append(module)
         for stmt in module.body:
             if isinstance(stmt, (cst.ClassDef, cst.FunctionDef)) and planner.wants(stmt):
-                stmt.visit(planner)
+                walk(stmt, planner)
         planner.stack.pop()
         return self.edits
+
+    @classmethod
+    def plans_by_walking(cls) -> bool:
+        """The action plans with its :class:`Planner` in the shared walk (:func:`plan_together`), not its own
+        :meth:`plan`."""
+        return cls.plan is Action.plan
 
     def helpers_needed(self) -> list[str]:
         """The rule's ``helpers`` (vendored definitions) that its edits use: all of them once it made any."""
@@ -239,7 +246,7 @@ class Planner(cst.CSTVisitor):
 
 def _descend(root: cst.CSTNode, node: cst.CSTNode) -> tuple[cst.CSTNode, ...] | None:
     """The nodes strictly between ``root`` and its descendant ``node``, or None if it is not one."""
-    for child in root.children:
+    for child in children(root):
         if child is node:
             return (root,)[1:]
         found = _descend(child, node)
@@ -257,3 +264,26 @@ def captured_nodes(values: Mapping[str, object]) -> list[cst.CSTNode]:
         elif isinstance(value, cst.CSTNode):
             nodes.append(value)
     return nodes
+
+
+def plan_together(module: cst.Module, actions: Sequence[Action]) -> None:
+    """``action.plan(module)`` for every action (all of them :meth:`Action.plans_by_walking`), in ONE walk of the
+    module: each planner is called exactly as in its own walk (the scoped ones only in the classes and functions
+    they want), so each action ends with the edits its own :meth:`Action.plan` would give."""
+    planners = [action.planner() for action in actions]
+    everything = [planner for planner in planners if planner.VISIT_EVERYTHING]
+    scoped = [planner for planner in planners if not planner.VISIT_EVERYTHING]
+    for planner in scoped:
+        planner.stack.append(module)
+    active = [planner for planner in everything if planner.on_visit(module)]
+    tops = {id(stmt) for stmt in module.body if isinstance(stmt, (cst.ClassDef, cst.FunctionDef))}
+    for child in children(module):
+        visitors = list(active)
+        if id(child) in tops:
+            visitors += [planner for planner in scoped if planner.wants(child)]
+        if visitors:
+            walk_many(child, visitors)
+    for planner in everything:
+        planner.on_leave(module)
+    for planner in scoped:
+        planner.stack.pop()

@@ -39,6 +39,7 @@ from ..views.patterns import TemplateError, code_of, compile_statements, match_s
 from .base import Action, Planner
 from .helpers import check_holes, depth_of, filled_and_formatted
 from .moves import assigns as _assigns, move_after_block
+from ..traverse import findall
 
 ANCHORS = ("function_start", "before_first_use", "after_loop", "after_last_assignment", "before_first_tuple_use")
 
@@ -46,7 +47,7 @@ ANCHORS = ("function_start", "before_first_use", "after_loop", "after_last_assig
 def _late_assignment(stmt: cst.CSTNode, name: str, cache: str, first_read: str, locate) -> tuple:
     """(the last assignment of ``name`` in ``stmt``, the words of the diagnostic that says where it is and why the
     cache set-up cannot go before it)."""
-    found = m.findall(stmt, m.AssignTarget(m.Name(name)) | m.AugAssign(target=m.Name(name)))
+    found = findall(stmt, m.AssignTarget(m.Name(name)) | m.AugAssign(target=m.Name(name)))
     node = found[-1]
     line = locate(node)[0]
     inside = " inside the loop over the blocks" if isinstance(stmt, cst.For) else ""
@@ -72,19 +73,19 @@ def _binds(function: cst.FunctionDef, name: str) -> bool:
     """``name`` is a parameter of the function or assigned somewhere in its body."""
     if _takes(function, name):
         return True
-    binders = m.findall(function.body, m.AssignTarget() | m.AugAssign() | m.AnnAssign() | m.For() | m.NamedExpr())
-    return any(m.findall(b.target, m.Name(name)) for b in binders) or any(
-        w.asname is not None and m.findall(w.asname, m.Name(name)) for w in m.findall(function.body, m.WithItem())
+    binders = findall(function.body, m.AssignTarget() | m.AugAssign() | m.AnnAssign() | m.For() | m.NamedExpr())
+    return any(findall(b.target, m.Name(name)) for b in binders) or any(
+        w.asname is not None and findall(w.asname, m.Name(name)) for w in findall(function.body, m.WithItem())
     )
 
 
 def _reads(stmt: cst.CSTNode, name: str) -> bool:
-    return bool(m.findall(stmt, m.Name(name)))
+    return bool(findall(stmt, m.Name(name)))
 
 
 def _mentions(expression: cst.CSTNode, code: str) -> bool:
     """``expression`` holds a name or attribute that is exactly ``code`` (``self.h`` is not in ``self.heads``)."""
-    return any(code_of(node) == code for node in m.findall(expression, m.Name() | m.Attribute()))
+    return any(code_of(node) == code for node in findall(expression, m.Name() | m.Attribute()))
 
 
 def _loops_over(loop: cst.For, layers: str) -> bool:
@@ -93,8 +94,8 @@ def _loops_over(loop: cst.For, layers: str) -> bool:
     past in enumerate(pasts):`` (GPTSAN)."""
     if _mentions(loop.iter, layers):
         return True
-    indices = {node.value for node in m.findall(loop.target, m.Name())}  # `i`, or `layer` of `layer, past`
-    for node in m.findall(loop.body, m.Subscript()):
+    indices = {node.value for node in findall(loop.target, m.Name())}  # `i`, or `layer` of `layer, past`
+    for node in findall(loop.body, m.Subscript()):
         if code_of(node.value) == layers and len(node.slice) == 1:
             part = node.slice[0].slice
             if isinstance(part, cst.Index) and isinstance(part.value, cst.Name) and part.value.value in indices:
@@ -227,8 +228,8 @@ class _Planner(Planner):
         if len(found) != 1:
             return None
         index, captures = found[0]
-        targets = {n.target.value for n in m.findall(body[index], m.AssignTarget(m.Name()))}
-        assigned = [n for n in m.findall(node.body, m.AssignTarget(m.Name()) | m.AugAssign(target=m.Name()))]
+        targets = {n.target.value for n in findall(body[index], m.AssignTarget(m.Name()))}
+        assigned = [n for n in findall(node.body, m.AssignTarget(m.Name()) | m.AugAssign(target=m.Name()))]
         if sum(1 for n in assigned if n.target.value in targets) != len(targets):
             return None
         return index, captures
@@ -306,27 +307,27 @@ def _hands_no_cache_there(stmt: cst.CSTNode, name: str, cache: str) -> bool:
         return False
     assignment = m.AssignTarget(m.Name(name)) | m.AugAssign(target=m.Name(name))
     body = stmt.body.body
-    holders = [s for s in body if m.findall(s, assignment)]
+    holders = [s for s in body if findall(s, assignment)]
     if len(holders) != 1 or not isinstance(holders[0], cst.If) or not isinstance(holders[0].orelse, cst.Else):
         return False
     branch = holders[0]
     derived = {cache}  # and the per-layer past taken from it (`past_key_value = past_key_values[i] if ...`)
     takes = [s for s in body if m.matches(s, m.SimpleStatementLine([m.Assign()])) and _reads(s.body[0].value, cache)]
     for line in takes:
-        derived |= {n.value for t in line.body[0].targets for n in m.findall(t.target, m.Name())}
+        derived |= {n.value for t in line.body[0].targets for n in findall(t.target, m.Name())}
 
     def reads_cache(node) -> bool:
         return any(_reads(node, known) for known in derived)
 
     caching_off, running = branch.body, branch.orelse.body
-    if m.findall(running, assignment) or reads_cache(caching_off) or not reads_cache(running):
+    if findall(running, assignment) or reads_cache(caching_off) or not reads_cache(running):
         return False
     others = [s for s in body if s is not branch and not any(s is line for line in takes)]
     return not any(reads_cache(s) for s in others)
 
 
 def _holds_any(stmt: cst.CSTNode, nodes: set) -> bool:
-    return any(name in nodes for name in m.findall(stmt, m.Name()))
+    return any(name in nodes for name in findall(stmt, m.Name()))
 
 
 def _tests_none(stmt: cst.CSTNode, cache: str) -> bool:

@@ -12,11 +12,12 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..views.patterns import code_of
+from ..traverse import findall, nodes
 
 
 def assigns(stmt: cst.CSTNode, name: str) -> bool:
     """``stmt`` assigns ``name`` (``name = ...`` or ``name += ...``) somewhere in it."""
-    return bool(m.findall(stmt, m.AssignTarget(m.Name(name)) | m.AugAssign(target=m.Name(name))))
+    return bool(findall(stmt, m.AssignTarget(m.Name(name)) | m.AugAssign(target=m.Name(name))))
 
 
 # what the value of a statement that moves may be made of: names, literals, `... if ... else ...`, `and`/`or`/
@@ -38,16 +39,10 @@ def _plain_assignment(stmt: cst.CSTNode) -> set[str] | None:
     for small in stmt.body:
         if not isinstance(small, cst.Assign) or not all(isinstance(t.target, cst.Name) for t in small.targets):
             return None
-        if not all(isinstance(node, _PLAIN) for node in _walk(small.value)):
+        if not all(isinstance(node, _PLAIN) for node in nodes(small.value)):
             return None
         targets.update(t.target.value for t in small.targets)
     return targets
-
-
-def _walk(node: cst.CSTNode):
-    yield node
-    for child in node.children:
-        yield from _walk(child)
 
 
 def move_after_block(edits, insert, reads: list, cache: str, names: list) -> bool:
@@ -117,23 +112,23 @@ def _nothing(_resolve) -> list:
 
 
 def _names_in(node: cst.CSTNode) -> set:
-    return {n.value for n in m.findall(node, m.Name())}
+    return {n.value for n in findall(node, m.Name())}
 
 
 def _bound_in(node: cst.CSTNode) -> set:
     """The names a statement binds anywhere in it (assignments, loops, ``with ... as``, walrus, ``del``, defs,
     imports, ``except ... as``)."""
-    found = m.findall(node, m.AssignTarget() | m.AugAssign() | m.AnnAssign() | m.For() | m.NamedExpr())
+    found = findall(node, m.AssignTarget() | m.AugAssign() | m.AnnAssign() | m.For() | m.NamedExpr())
     bound = {n for b in found for n in _names_in(b.target)}
-    aliases = [w.asname for w in m.findall(node, m.WithItem())] + [h.name for h in m.findall(node, m.ExceptHandler())]
+    aliases = [w.asname for w in findall(node, m.WithItem())] + [h.name for h in findall(node, m.ExceptHandler())]
     bound |= {n for alias in aliases if alias is not None for n in _names_in(alias)}
-    bound |= {n for d in m.findall(node, m.Del()) for n in _names_in(d.target)}
-    bound |= {d.name.value for d in m.findall(node, m.FunctionDef() | m.ClassDef())}
-    imported = m.findall(node, m.ImportAlias())
+    bound |= {n for d in findall(node, m.Del()) for n in _names_in(d.target)}
+    bound |= {d.name.value for d in findall(node, m.FunctionDef() | m.ClassDef())}
+    imported = findall(node, m.ImportAlias())
     bound |= {(a.asname.name.value if a.asname else code_of(a.name).split(".")[0]) for a in imported}
     return bound
 
 
 def _rebinds(node: cst.CSTNode, names: set) -> bool:
     """``node`` may bind one of ``names`` (a ``global`` or ``nonlocal`` statement: any)."""
-    return bool(_bound_in(node) & names) or bool(m.findall(node, m.Global() | m.Nonlocal()))
+    return bool(_bound_in(node) & names) or bool(findall(node, m.Global() | m.Nonlocal()))

@@ -14,6 +14,7 @@ import libcst.matchers as m
 from ..views.patterns import code_of, compile_statements, match_statements
 from .base import Action, Planner
 from .helpers import check_templates, rule_templates
+from ..traverse import findall
 
 
 class RefusePassedWith(Action):
@@ -60,7 +61,7 @@ class _Planner(Planner):
         action: RefusePassedWith = self.action
         function = self.ctx.info.functions[self.current_function].node
         keywords = set(action.param("keywords"))
-        for call in m.findall(function, m.Call()):
+        for call in findall(function, m.Call()):
             if not any(m.matches(a.value, m.Name(value)) for a in call.args):
                 continue
             for arg in call.args:

@@ -15,6 +15,7 @@ from ..views.patterns import TemplateError, parse_expression
 from ..edit.edits import Rename, Replace
 from .base import Action, Planner
 from .helpers import calls_role_module
+from ..traverse import findall
 
 
 class RenameParameter(Action):
@@ -48,9 +49,9 @@ def _uses_name(node: cst.FunctionDef, name: str) -> bool:
 
 def _variable_names(node: cst.CSTNode, name: str) -> list[cst.Name]:
     """The ``Name`` nodes of ``name`` in ``node`` that are variables or parameters (not keywords, attributes)."""
-    others = {a.keyword for a in m.findall(node, m.Arg(keyword=m.Name(name)))}
-    others |= {a.attr for a in m.findall(node, m.Attribute(attr=m.Name(name)))}
-    return [n for n in m.findall(node, m.Name(name)) if n not in others]
+    others = {a.keyword for a in findall(node, m.Arg(keyword=m.Name(name)))}
+    others |= {a.attr for a in findall(node, m.Attribute(attr=m.Name(name)))}
+    return [n for n in findall(node, m.Name(name)) if n not in others]
 
 
 def _code(node: cst.CSTNode) -> str:

@@ -18,6 +18,7 @@ from .base import Action, Planner, captured_nodes
 from ..facts.uses import CACHE_GUARD
 from .helpers import check_templates, rule_templates
 from .scope import PARAM as INSIDE_IF, IfScope, check_inside_if
+from ..traverse import findall
 
 # expressions that bind more loosely than an operand: where the match was an operand, the replacement gets
 # parentheses, or the rendered code would group differently than the planned tree
@@ -123,7 +124,7 @@ class _Planner(Planner):
         """The original statements where a match of ``only_before`` starts, in every block of the function."""
         found = set()
         bound = self.bound()
-        for block in m.findall(function, m.IndentedBlock()):
+        for block in findall(function, m.IndentedBlock()):
             views = self.block_view(block)
             statements = [v.node for v in views]
             for index, view in enumerate(views):

@@ -21,6 +21,7 @@ from ..views.patterns import code_of
 from .add_parameter import add_parameter, has_parameter
 from .base import Action, Planner
 from .helpers import append_item
+from ..traverse import findall
 
 
 class ThreadLayerIdx(Action):
@@ -81,7 +82,7 @@ class _Planner(Planner):
             code_of(call.func) in inner and not _passes(call, self.name, self.ctx.info.classes)
             for name, method in info.methods.items()
             if name != "__init__"
-            for call in m.findall(method.node, m.Call())
+            for call in findall(method.node, m.Call())
         )
 
     def _rebuild(self, node: cst.Call) -> None:
@@ -212,6 +213,6 @@ class _Planner(Planner):
             self.action.changes += 1
             self.replace(node.params, lambda updated, _: add_parameter(updated, name, "None"), reformat=True)
         stores = self.current_class in self.attention or self._rebuilt_in(self.current_class)
-        if stores and not m.findall(node, m.AssignTarget(m.Attribute(m.Name("self"), m.Name(name)))):
+        if stores and not findall(node, m.AssignTarget(m.Attribute(m.Name("self"), m.Name(name)))):
             self.action.changes += 1
             self.insert(node.body, len(node.body.body), [cst.parse_statement(f"self.{name} = {name}\n")])

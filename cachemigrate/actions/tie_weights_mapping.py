@@ -15,6 +15,7 @@ import libcst.matchers as m
 
 from ..views.patterns import code_of
 from .base import Action, Planner
+from ..traverse import findall
 
 
 class TieWeightsMapping(Action):
@@ -41,7 +42,7 @@ def _returned_self_path(cls: cst.ClassDef | None, method: str) -> str | None:
     """``wte`` / ``decoder.embed_tokens`` when ``method`` of ``cls`` is ``return self.<path>``."""
     for stmt in cls.body.body if cls is not None else ():
         if isinstance(stmt, cst.FunctionDef) and stmt.name.value == method:
-            returns = m.findall(stmt, m.Return(m.Attribute()))
+            returns = findall(stmt, m.Return(m.Attribute()))
             if len(returns) == 1:
                 path = code_of(returns[0].value)
                 if path.startswith("self."):
@@ -87,7 +88,7 @@ class _Planner(Planner):
         init = next((s for s in node.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"), None)
         built = None
         assign = m.Assign([m.AssignTarget(m.Attribute(m.Name("self"), m.Name(prefix)))], m.Call(m.Name()))
-        for found in m.findall(init, assign) if init is not None else ():
+        for found in findall(init, assign) if init is not None else ():
             built = found.value.func.value
         embedding = _returned_self_path(classes.get(built), "get_input_embeddings") if built else None
         if embedding is None:

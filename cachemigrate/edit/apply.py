@@ -17,6 +17,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from .edits import Plan, Rename, Replace, Resolve, Splice
+from ..traverse import findall
 
 
 class Reformat:
@@ -54,7 +55,7 @@ _PURE = (
 
 def _side_effect_free(test: cst.BaseExpression) -> bool:
     """Only names, attributes, comparisons, ``and``/``or``/``not`` and literals: dropping it changes nothing."""
-    calls = m.findall(test, m.Call() | m.Subscript() | m.NamedExpr() | m.Await() | m.Yield() | m.Lambda())
+    calls = findall(test, m.Call() | m.Subscript() | m.NamedExpr() | m.Await() | m.Yield() | m.Lambda())
     return not calls and m.matches(test, _PURE)
 
 

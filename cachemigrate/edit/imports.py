@@ -13,6 +13,7 @@ from libcst.codemod.visitors import AddImportsVisitor
 
 from .edits import Splice
 from ..rules.schema import Era
+from ..traverse import findall
 
 IMPORTS_RULE = "imports"  # the claim name of the import edits
 
@@ -29,7 +30,7 @@ def plan_imports(module: cst.Module, era: Era, names: list[str]) -> list[Splice]
     if not names:
         return []
     relative = 0
-    for node in m.findall(module, m.ImportFrom(module=m.Name("modeling_utils"))):
+    for node in findall(module, m.ImportFrom(module=m.Name("modeling_utils"))):
         if node.relative:
             relative = len(node.relative)
             break

@@ -21,6 +21,7 @@ from ..proof.audit import Offsets, claims_of
 from ..diagnostics import NO_RULE, Diagnostic
 from .edits import Plan, Rename
 from ..source.suppression import MARK, is_skip_comment
+from ..traverse import walk
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,7 +122,7 @@ def _marked(whitespace: cst.TrailingWhitespace) -> bool:
 
 def _marked_statements(module: cst.Module, offsets: Offsets) -> list[_Marked]:
     finder = _Finder()
-    module.visit(finder)
+    walk(module, finder)
     marked = []
     for node, path, header in finder.found:
         start, end = offsets.span(node, path)

@@ -39,6 +39,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from ..views.patterns import code_of
 from .model import ClassInfo, FunctionInfo, ModuleInfo  # noqa: F401 (re-exported)
 from .roles import assign_roles
+from ..traverse import findall, parents, walk
 from .uses import (  # noqa: F401 (re-exported: the use kinds and their vocabulary)
     CACHE_ONLY_ATTRIBUTES,
     CHECKING_BUILTINS,
@@ -143,7 +144,7 @@ class _Structure:
             | m.Call(func=module_list_of, args=[m.Arg(m.List([]))])  # `nn.ModuleList([])`: empty too
             | m.Call(func=module_list_of, args=[m.Arg(m.SaveMatchedNode(m.Name(), "list"))])
         )
-        for assign in m.findall(init, m.Assign(targets=[self_attr])):
+        for assign in findall(init, m.Assign(targets=[self_attr])):
             target = m.extract(assign.targets[0], self_attr)
             attr = target["attr"].value
             found = m.extract(assign.value, module_list)
@@ -173,8 +174,8 @@ class _Structure:
             args=[m.Arg(m.Call(func=m.SaveMatchedNode(m.Name() | m.Attribute(), "cls")))],
         )
         found: dict[str, str] = {}
-        for loop in m.findall(init, m.For()):
-            for node in m.findall(loop.body, call):
+        for loop in findall(init, m.For()):
+            for node in findall(loop.body, call):
                 captured = m.extract(node, call)
                 found.setdefault(_dotted(captured["holder"]), _dotted(captured["cls"]))
         return found
@@ -209,10 +210,9 @@ def analyze(module: cst.Module, cache_names: Sequence[str], only: set[str] | Non
         if not info.cache_params or (only is not None and info.qualname not in only):
             continue
         names = set(info.cache_params)
-        node.visit(_TupleAliasFinder(names))
-        wrapper = MetadataWrapper(cst.Module(body=[node]), unsafe_skip_copy=True)
-        collector = _UseCollector(wrapper, info, names)
-        node.body.visit(collector)
+        walk(node, _TupleAliasFinder(names))
+        collector = _UseCollector(parents(cst.Module(body=[node])), info, names)
+        walk(node.body, collector)
         info.cache_names = set(collector.names)
     roles = assign_roles(structure.classes)
     return ModuleInfo(structure.classes, structure.functions, roles, module_globals(module))
@@ -225,10 +225,10 @@ def module_globals(module: cst.Module) -> set[str]:
         if isinstance(stmt, (cst.ClassDef, cst.FunctionDef)):
             names.add(stmt.name.value)
             continue
-        for alias in m.findall(stmt, m.ImportAlias()):
+        for alias in findall(stmt, m.ImportAlias()):
             bound = alias.asname.name if alias.asname else alias.name
             names.add(code_of(bound).split(".")[0])
-        for target in m.findall(stmt, m.AssignTarget(m.Name())):
+        for target in findall(stmt, m.AssignTarget(m.Name())):
             names.add(target.target.value)
     return names
 
@@ -236,9 +236,17 @@ def module_globals(module: cst.Module) -> set[str]:
 class Locator:
     """Line and column of nodes of one parsed module, computed on first use (positions cost a full pass)."""
 
-    def __init__(self, module: cst.Module) -> None:
+    def __init__(self, module: cst.Module, code: str | None = None) -> None:
         self.module = module
         self._positions = None
+        self._code = code  # the text the module was parsed from, if known
+
+    @property
+    def code(self) -> str:
+        """The module's text (its code, computed once)."""
+        if self._code is None:
+            self._code = self.module.code
+        return self._code
 
     def __call__(self, node: cst.CSTNode | None) -> tuple[int, int]:
         if node is None:

@@ -28,6 +28,7 @@ from .converters import Converter, converter_calls, find_converters
 from .layout import Layout, TensorLayout, Unknown, attention_layout
 from ..views.patterns import code_of
 from ..views.ranks import RankScope
+from ..traverse import findall
 
 
 @dataclasses.dataclass
@@ -48,7 +49,7 @@ def file_layout(info: ModuleInfo, views, presents: str | None) -> FileLayout:
     calls = {f"self.{name}" for name in result.converters}
     result.predicates["?converter"] = lambda node: code_of(node) in calls
     # a test that does not already ask whether something is a Cache (a rule that adds that test stays idempotent)
-    result.predicates["?no_cache_check"] = lambda node: not m.findall(node, CACHE_GUARD)
+    result.predicates["?no_cache_check"] = lambda node: not findall(node, CACHE_GUARD)
     try:
         inside = _inside(info, views)
         boundary, entry, exit_ = _boundary(info, inside, result.converters)
@@ -163,7 +164,7 @@ def _config_attribute(init: cst.FunctionDef, code: str) -> str | None:
         if m.matches(s, m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(m.Attribute())])]))
         and code_of(s.body[0].targets[0].target) == code
     ]
-    every = [a for a in m.findall(init, m.AssignTarget(m.Attribute())) if code_of(a.target) == code]
+    every = [a for a in findall(init, m.AssignTarget(m.Attribute())) if code_of(a.target) == code]
     if len(assigns) != 1 or len(every) != 1:
         return None
     value = assigns[0].value
@@ -179,7 +180,7 @@ def _container(info: ModuleInfo, presents: str | None) -> str:
     listed = m.Assign(targets=[m.AssignTarget(m.Name(presents or ""))], value=m.IfExp(body=m.List([])))
     for name in info.roles["base_model"]:
         fn = info.classes[name].methods.get("forward")
-        if fn is not None and presents and m.findall(fn.node, listed):
+        if fn is not None and presents and findall(fn.node, listed):
             return "list"
     return "tuple"
 

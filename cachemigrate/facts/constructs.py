@@ -15,6 +15,7 @@ import libcst.matchers as m
 
 from ..views.expressions import CONCATENATE
 from ..views.patterns import code_of
+from ..traverse import findall
 
 # a use that walks the past layer by layer: `for past in C`, `enumerate(C)`, `zip(layers, C)`...
 ITERATES = re.compile(r"^(for .+ in |(enumerate|zip|iter|reversed|map)\()")
@@ -29,7 +30,7 @@ def between_others(function: cst.FunctionDef | None, caches: set[str]) -> set[cs
     concatenate = m.Call(
         func=m.Attribute(value=m.Name("torch"), attr=m.Name()), args=[m.Arg(m.List() | m.Tuple()), m.ZeroOrMore()]
     )
-    for call in m.findall(function, concatenate):
+    for call in findall(function, concatenate):
         if call.func.attr.value not in CONCATENATE:
             continue
         for element in call.args[0].value.elements[1:]:
@@ -84,8 +85,8 @@ def _built_here(fn, use) -> tuple[cst.CSTNode, str] | None:
     if not re.match(rf"{re.escape(use.variable)}\s*=[^=]", use.statement):
         return None
     caches = fn.cache_names or set(fn.cache_params)
-    for assign in m.findall(fn.node, m.Assign(targets=[m.AssignTarget(m.Name(use.variable))])):
-        names = {n.value for n in m.findall(assign.value, m.Name())}
+    for assign in findall(fn.node, m.Assign(targets=[m.AssignTarget(m.Name(use.variable))])):
+        names = {n.value for n in findall(assign.value, m.Name())}
         if not names & caches and "None" not in names:
             return assign, f"{use.variable} = {code_of(assign.value)}"
     return None

@@ -28,6 +28,7 @@ import libcst.matchers as m
 
 from .analysis import ModuleInfo
 from ..views.patterns import code_of
+from ..traverse import findall
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,7 +155,7 @@ def _is_docstring(stmt: cst.CSTNode) -> bool:
 def converter_calls(function: cst.FunctionDef, converters: dict[str, Converter]) -> list[tuple[str, str, cst.Assign]]:
     """``x = self.<converter>(x, ...)`` statements of a function: (x, converter name, the assignment)."""
     found = []
-    for assign in m.findall(function, m.Assign(targets=[m.AssignTarget(m.Name())])):
+    for assign in findall(function, m.Assign(targets=[m.AssignTarget(m.Name())])):
         value = assign.value
         target = assign.targets[0].target.value
         if (

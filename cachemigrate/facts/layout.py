@@ -32,6 +32,7 @@ import libcst.matchers as m
 from .constructs import between_others
 from ..views.patterns import code_of, compile_statements, match_statements
 from ..views.ranks import RankScope, int_literal, iter_small_statements
+from ..traverse import findall
 
 _PAIR = compile_statements("""
     {key_out} = torch.cat(({cache}[0], {key}), dim={key_dim})
@@ -128,7 +129,7 @@ def attention_layout(function: cst.FunctionDef, views, cache: str, scope_factory
     """The layout one attention's ``forward`` concatenates its past onto; raises :class:`Unknown`."""
     bound = {"cache": cache}
     pairs, fused, kernel = [], [], []
-    for block in m.findall(function, m.IndentedBlock()):
+    for block in findall(function, m.IndentedBlock()):
         viewed = views.block(block)
         statements = [v.node for v in viewed]
         for index in range(len(statements)):
@@ -223,7 +224,7 @@ def _concatenations_of(function: cst.FunctionDef, cache: str) -> list[cst.Call]:
 
 
 def _split_after(function: cst.FunctionDef, views, fused: str) -> bool:
-    for block in m.findall(function, m.IndentedBlock()):
+    for block in findall(function, m.IndentedBlock()):
         statements = [v.node for v in views.block(block)]
         for index in range(len(statements)):
             if match_statements(_SPLIT, statements, index, {"fused": fused}) is not None:
@@ -272,8 +273,8 @@ class _Tracker:
         self.merges: dict[str, object] = {}  # name -> heads code | None (not merged) | _UNSURE
         self.shape_names: set[str] = set()  # names read off a tensor's shape
         self.assigned: dict[str, int] = {}
-        for target in m.findall(function, m.AssignTarget() | m.AugAssign() | m.For()):
-            for name in m.findall(target.target, m.Name()):
+        for target in findall(function, m.AssignTarget() | m.AugAssign() | m.For()):
+            for name in findall(target.target, m.Name()):
                 self.assigned[name.value] = self.assigned.get(name.value, 0) + 1
         stops = set(_small(stop))
         for small in iter_small_statements(function.body):
@@ -346,7 +347,7 @@ class _Tracker:
         return _UNSURE
 
     def _from_shape(self, node: cst.CSTNode) -> bool:
-        return _reads_shape(node) or any(n.value in self.shape_names for n in m.findall(node, m.Name()))
+        return _reads_shape(node) or any(n.value in self.shape_names for n in findall(node, m.Name()))
 
     def _stable(self, node: cst.CSTNode) -> bool:
         """Every local the expression reads is assigned once in the function (so it is the same at the
@@ -354,8 +355,8 @@ class _Tracker:
         for name in _local_names(node):
             if self.assigned.get(name, 0) > 1:
                 return False
-        attributes = {code_of(a) for a in m.findall(node, m.Attribute(value=m.Name("self")))}
-        for target in m.findall(self.function, m.AssignTarget(m.Attribute(value=m.Name("self")))):
+        attributes = {code_of(a) for a in findall(node, m.Attribute(value=m.Name("self")))}
+        for target in findall(self.function, m.AssignTarget(m.Attribute(value=m.Name("self")))):
             if code_of(target.target) in attributes:
                 return False
         return True
@@ -369,9 +370,9 @@ def _small(stmt: cst.CSTNode) -> Iterable[cst.CSTNode]:
 
 def _reads_shape(node: cst.CSTNode) -> bool:
     shape = m.Attribute(attr=m.Name("shape")) | m.Call(func=m.Attribute(attr=m.Name("size")))
-    return bool(m.findall(node, shape))
+    return bool(findall(node, shape))
 
 
 def _local_names(node: cst.CSTNode) -> set[str]:
-    attributes = {a.attr for a in m.findall(node, m.Attribute())}  # `.x` of `self.x` is no variable
-    return {n.value for n in m.findall(node, m.Name()) if n not in attributes} - {"self"}
+    attributes = {a.attr for a in findall(node, m.Attribute())}  # `.x` of `self.x` is no variable
+    return {n.value for n in findall(node, m.Name()) if n not in attributes} - {"self"}

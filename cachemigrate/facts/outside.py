@@ -24,6 +24,7 @@ import libcst.matchers as m
 
 from .analysis import ModuleInfo
 from .uses import CacheUse
+from ..traverse import findall
 
 
 def _library_base(bases: list[str], classes: dict) -> str | None:
@@ -48,7 +49,7 @@ def _own_stack(info: ModuleInfo) -> tuple[str, str] | None:
 def _patched_attribute(module: cst.Module, function: str) -> str | None:
     """``X.forward`` when the module assigns the top-level function ``function`` to an attribute."""
     for stmt in module.body:
-        for assign in m.findall(stmt, m.Assign(value=m.Name(function))):
+        for assign in findall(stmt, m.Assign(value=m.Name(function))):
             for target in assign.targets:
                 if isinstance(target.target, cst.Attribute):
                     return module.code_for_node(target.target)
@@ -59,7 +60,7 @@ def _sibling_classes(module: cst.Module) -> list[tuple[str, str]]:
     """(name, ``.module``) of each class-like name imported from a sibling module (one dot: the file's own
     package; ``...modeling_utils`` in a transformers model is the library) and called in the file."""
     imported = {}
-    for node in m.findall(module, m.ImportFrom(relative=[m.Dot()])):
+    for node in findall(module, m.ImportFrom(relative=[m.Dot()])):
         if isinstance(node.names, cst.ImportStar):
             continue
         source = "." + (module.code_for_node(node.module) if node.module else "")
@@ -67,7 +68,7 @@ def _sibling_classes(module: cst.Module) -> list[tuple[str, str]]:
             name = module.code_for_node(alias.asname.name if alias.asname else alias.name)
             if name[:1].isupper() and not name.endswith(("Config", "Output", "OutputWithPast")):
                 imported[name] = source
-    called = {node.func.value for node in m.findall(module, m.Call(func=m.Name()))}
+    called = {node.func.value for node in findall(module, m.Call(func=m.Name()))}
     return [(name, source) for name, source in imported.items() if name in called]
 
 
@@ -77,7 +78,7 @@ def _auto_models(module: cst.Module) -> list[str]:
     auto = m.Name(m.MatchRegex(r"AutoModel\w*"))
     found = [
         module.code_for_node(call.func)
-        for call in m.findall(
+        for call in findall(
             module, m.Call(func=m.Attribute(value=auto, attr=m.Name("from_config") | m.Name("from_pretrained")))
         )
     ]
@@ -88,7 +89,7 @@ def _auto_models(module: cst.Module) -> list[str]:
 def _per_layer_names(module: cst.Module, cache: str) -> set[str]:
     """Names assigned one layer's past: ``x = cache[i]`` or ``x = cache[i] if cache is not None else None``."""
     picked = m.Subscript(value=m.Name(cache))
-    found = m.findall(module, m.Assign(targets=[m.AssignTarget(target=m.Name())], value=picked | m.IfExp(body=picked)))
+    found = findall(module, m.Assign(targets=[m.AssignTarget(target=m.Name())], value=picked | m.IfExp(body=picked)))
     return {node.targets[0].target.value for node in found}
 
 
@@ -100,7 +101,7 @@ def _dict_use(module: cst.Module, names: set[str]) -> str | None:
         | m.Subscript(value=name, slice=[m.SubscriptElement(slice=m.Index(value=m.SimpleString()))])
         | m.Assign(targets=[m.AssignTarget(target=m.Subscript(value=name))], value=m.Dict())
     )
-    first = next(iter(m.findall(module, as_dict)), None)
+    first = next(iter(findall(module, as_dict)), None)
     return module.code_for_node(first).splitlines()[0] if first is not None else None
 
 

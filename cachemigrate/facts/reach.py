@@ -13,6 +13,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from .analysis import ModuleInfo
+from ..traverse import findall
 
 PRETRAINED = "PreTrainedModel"
 
@@ -52,4 +53,4 @@ def _reads_var_kwargs(function) -> bool:
     star = function.params.star_kwarg
     if not isinstance(star, cst.Param):
         return False
-    return bool(m.findall(function.body, m.Name(star.name.value)))
+    return bool(findall(function.body, m.Name(star.name.value)))

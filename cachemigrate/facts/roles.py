@@ -19,6 +19,7 @@ reader      a class outside the layer stack whose only tuple use of the cache is
 from __future__ import annotations
 
 from .model import ClassInfo, FunctionInfo
+from ..traverse import findall
 
 
 def _forward(cls: "ClassInfo") -> "FunctionInfo | None":
@@ -59,7 +60,7 @@ def _length_reads(fn: "FunctionInfo") -> set:
         func=m.Attribute(value=tensor, attr=m.Name("size"))
     )
     found = set()
-    for node in m.findall(fn.node, read):
+    for node in findall(fn.node, read):
         subscript = node.value.value if isinstance(node, cst.Subscript) else node.func.value
         found.add(subscript.value.value)
     return found

@@ -11,10 +11,10 @@ from typing import Iterable, Sequence
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.metadata import MetadataWrapper, ParentNodeProvider
 
 from ..views.patterns import code_of
 from .model import CACHE_ONLY_ATTRIBUTES, CacheUse, FunctionInfo  # noqa: F401 (re-exported)
+from ..traverse import findall
 
 CONSUMING_BUILTINS = frozenset(
     {"zip", "len", "enumerate", "tuple", "list", "iter", "map", "reversed", "sum", "any", "all", "sorted", "next"}
@@ -52,16 +52,15 @@ def _statement_text(stmt: cst.CSTNode) -> str:
 class _UseCollector(cst.CSTVisitor):
     """Collects the uses of cache variables in one function body (nested functions included)."""
 
-    def __init__(self, wrapper: MetadataWrapper, info: FunctionInfo, names: Iterable[str]) -> None:
+    def __init__(self, parents: dict[cst.CSTNode, cst.CSTNode], info: FunctionInfo, names: Iterable[str]) -> None:
         super().__init__()
-        self.wrapper = wrapper
         self.info = info
         self.names = set(names)
         self.guarded: set[cst.CSTNode] = set()  # nodes below an isinstance(x, Cache) guard
         # statements after a cache variable was rebound to a fresh tuple on every path, and those variables
         self.rebound: dict[cst.CSTNode, set[str]] = {}
         self.active: list[set[str]] = []  # the variables rebound around the node being visited
-        self.parents = wrapper.resolve(ParentNodeProvider)  # once per function
+        self.parents = parents  # of the function's nodes (traverse.parents)
 
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
         return self.parents.get(node)
@@ -340,7 +339,7 @@ def _rebinds_to_tuple(stmt: cst.BaseStatement, name: str) -> bool:
 
 
 def _assigns_name(stmt: cst.CSTNode, name: str) -> bool:
-    return bool(m.findall(stmt, m.AssignTarget(m.Name(name)) | m.AugAssign(target=m.Name(name))))
+    return bool(findall(stmt, m.AssignTarget(m.Name(name)) | m.AugAssign(target=m.Name(name))))
 
 
 def _conjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:

@@ -40,9 +40,9 @@ class Violation:
 class Offsets:
     """Character offsets of original nodes of ``module`` (whose code is the original text)."""
 
-    def __init__(self, module: cst.Module) -> None:
+    def __init__(self, module: cst.Module, code: str | None = None) -> None:
         self.module = module
-        self.code = module.code
+        self.code = module.code if code is None else code  # ``code``: the text the module was parsed from
         pieces = [module.code_for_node(line) for line in module.header]
         self.starts: list[int] = []
         offset = sum(map(len, pieces))

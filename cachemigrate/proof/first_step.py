@@ -57,7 +57,6 @@ def first_step_diagnostics(
     originals: dict[tuple, list] = {}
     for use in _presence_tests(before):
         originals.setdefault((use.function, use.statement), []).append(use)
-    code = locate.module.code
     seen: set[tuple] = set()
     result = []
     for use in _presence_tests(after):
@@ -71,7 +70,7 @@ def first_step_diagnostics(
             # cache handed as `cache=`): the rule's own test, proven by its fixtures, not a test the user left
             continue
         line, column = locate(matches[0].node)
-        excerpt = source_line(code, line)
+        excerpt = source_line(locate.code, line)
         where = f" (`{excerpt}`)" if excerpt else ""
         message = (
             f"{use.function} tells the first generation step by the absence of a past{where}: `generate()` hands "

@@ -106,7 +106,6 @@ def leftover_diagnostics(
     originals: dict[tuple, list] = {}
     for use in (u for fn in before.functions.values() for u in leftovers(fn)):
         originals.setdefault((use.function, use.statement, use.idiom), []).append(use)
-    code = locate.module.code
     # one diagnostic per statement (a statement reading `past[0]` and `past[1]` is one construct)
     grouped: dict[tuple, list] = {}
     middle = {
@@ -126,7 +125,7 @@ def leftover_diagnostics(
     for (function, _), uses in grouped.items():
         line, column, first, node = min(uses, key=lambda found: found[:2])
         idioms = list(dict.fromkeys(f"`{quote(use[2].idiom)}`" for use in sorted(uses, key=lambda found: found[:2])))
-        excerpt = source_line(code, line)
+        excerpt = source_line(locate.code, line)
         where = f" in `{excerpt}`" if excerpt else ""
         known = explain(
             before.functions.get(function), first, node, middle.get(function, set()), where, idioms, locate

@@ -15,6 +15,8 @@ import builtins
 
 import libcst as cst
 
+from ..traverse import walk
+
 _BUILTINS = frozenset(dir(builtins)) | {"__class__", "__name__", "__file__"}
 
 
@@ -40,7 +42,7 @@ class _Names(cst.CSTVisitor):
         self.bound.add(node.name.value)
         for part in (node.annotation, node.default):
             if part is not None:
-                part.visit(self)
+                walk(part, self)
         return False
 
     def visit_AssignTarget(self, node: cst.AssignTarget) -> bool:
@@ -50,15 +52,15 @@ class _Names(cst.CSTVisitor):
 
     def visit_AugAssign(self, node: cst.AugAssign) -> bool:
         self._bind_all(node.target)
-        node.target.visit(self)  # `x += 1` reads x too
-        node.value.visit(self)
+        walk(node.target, self)  # `x += 1` reads x too
+        walk(node.value, self)
         return False
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> bool:
         self._bind_all(node.target)
         for part in (node.annotation, node.value):
             if part is not None:
-                part.visit(self)
+                walk(part, self)
         return False
 
     def visit_For(self, node: cst.For) -> None:
@@ -108,7 +110,7 @@ class _Names(cst.CSTVisitor):
     def _reads_inside_target(self, target: cst.CSTNode) -> None:
         """``x[i] = ...`` and ``x.a = ...`` read ``x`` and ``i``."""
         if isinstance(target, (cst.Subscript, cst.Attribute)):
-            target.visit(self)
+            walk(target, self)
         elif isinstance(target, (cst.Tuple, cst.List)):
             for element in target.elements:
                 self._reads_inside_target(element.value)
@@ -116,11 +118,11 @@ class _Names(cst.CSTVisitor):
     # reading positions ------------------------------------------------------------------------------------
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
-        node.value.visit(self)  # the attribute name is not a variable
+        walk(node.value, self)  # the attribute name is not a variable
         return False
 
     def visit_Arg(self, node: cst.Arg) -> bool:
-        node.value.visit(self)  # nor is a keyword
+        walk(node.value, self)  # nor is a keyword
         return False
 
     def visit_Name(self, node: cst.Name) -> None:
@@ -129,7 +131,7 @@ class _Names(cst.CSTVisitor):
 
 def free_names(function: cst.CSTNode, module_names: set[str]) -> set[str]:
     names = _Names()
-    function.visit(names)
+    walk(function, names)
     return names.read - names.bound - module_names - _BUILTINS
 
 

@@ -11,6 +11,7 @@ import libcst.matchers as m
 from ..facts.analysis import ModuleInfo
 from ..views.patterns import compile_statements, match_statements
 from .schema import Era
+from ..traverse import findall
 
 
 def functions_in_scope(info: ModuleInfo, role: str, names: tuple[str, ...]) -> tuple[set[str], set[str]]:
@@ -53,7 +54,7 @@ def _fact_values(case: Mapping, node: cst.FunctionDef, file_views, qualname: str
     function_views = file_views.of(qualname) if file_views is not None else None
     blocks = list(function_views.blocks.values()) if function_views is not None else None
     if blocks is None:
-        blocks = [list(block.body) for block in m.findall(node, m.IndentedBlock())]
+        blocks = [list(block.body) for block in findall(node, m.IndentedBlock())]
     for block in blocks:
         views = [v.node if hasattr(v, "start") else v for v in block]
         for index in range(len(views)):
@@ -66,7 +67,7 @@ def _fact_values(case: Mapping, node: cst.FunctionDef, file_views, qualname: str
 
 def _mentions(node: cst.CSTNode, name: str) -> bool:
     """The captured code reads ``name``, as a variable or as an attribute (``self.config.name``)."""
-    return bool(m.findall(node, m.Name(name) | m.Attribute(attr=m.Name(name))))
+    return bool(findall(node, m.Name(name) | m.Attribute(attr=m.Name(name))))
 
 
 def bound_holes(

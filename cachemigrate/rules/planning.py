@@ -9,6 +9,7 @@ import libcst as cst
 
 from .. import diagnostics as codes
 from ..actions import ACTIONS, ActionContext
+from ..actions.base import plan_together
 from ..facts.analysis import Locator, ModuleInfo
 from ..facts.boundary import file_layout
 from ..diagnostics import Diagnostic
@@ -49,7 +50,8 @@ def plan_rules(
     plan = Plan()
     actions = []
     matched: dict[str, int] = {}
-    found: list[Diagnostic] = off_axis_reads(info, facts, layout.boundary_key, path, locate)
+    # diagnostics, and the actions (turned into theirs once they planned)
+    found: list = list(off_axis_reads(info, facts, layout.boundary_key, path, locate))
     imports: list[str] = []
     undetermined: set[str] = set()  # facts a required rule needed that the file did not show (reported once)
     for rule in rules:
@@ -87,17 +89,14 @@ def plan_rules(
             options={"signature": options.signature, "deprecation_version": options.deprecation_version},
             views=views,
         )
-        action = ACTIONS[rule.action](rule, ctx)
-        edits = action.plan(module)
-        actions.append(action)
-        if edits:
-            matched[rule.id] = action.changes or len(edits)
-            imports.extend(name for name in rule.imports if name not in imports)
-        elif rule.required and functions and not action.ctx.diagnostics:  # a rule that said why is not said twice
-            where = locate(info.functions[sorted(functions)[0]].node)
-            found.append(
-                _not_applied(rule, path, where, f"found nothing to rewrite in {', '.join(sorted(functions))}")
-            )
+        actions.append(ACTIONS[rule.action](rule, ctx))
+        found.append(actions[-1])  # what it found, said in the rules' order once every rule planned
+    # the rules' planners share one walk of the module; the actions with a plan of their own run it
+    plan_together(module, [action for action in actions if action.plans_by_walking()])
+    for action in actions:
+        if not action.plans_by_walking():
+            action.plan(module)
+    found = [item for entry in found for item in _planned(entry, info, path, locate, matched, imports)]
     every = [edit for action in actions for edit in action.edits]
     for action in actions:
         action.finalize(every)
@@ -109,6 +108,22 @@ def plan_rules(
     plan.extend(plan_imports(module, era, imports))
     plan.extend(plan_helpers(module, helpers, lambda code: format_statements(code, 0, options.line_length)))
     return plan, matched, found
+
+
+def _planned(entry, info: ModuleInfo, path: str, locate: Locator, matched: dict, imports: list) -> list[Diagnostic]:
+    """A diagnostic of planning as it is, or for an action that planned: its matches and imports counted, and
+    CM901 for a required rule that found nothing (and did not say why)."""
+    if isinstance(entry, Diagnostic):
+        return [entry]
+    action, rule = entry, entry.rule
+    if action.edits:
+        matched[rule.id] = action.changes or len(action.edits)
+        imports.extend(name for name in rule.imports if name not in imports)
+    elif rule.required and action.ctx.functions and not action.ctx.diagnostics:  # one that said why: not twice
+        functions = sorted(action.ctx.functions)
+        where = locate(info.functions[functions[0]].node)
+        return [_not_applied(rule, path, where, f"found nothing to rewrite in {', '.join(functions)}")]
+    return []
 
 
 def _facts_in_templates(rule: Rule, era: Era) -> set[str]:

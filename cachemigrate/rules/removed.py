@@ -11,6 +11,7 @@ import libcst.matchers as m
 from .. import diagnostics as codes
 from ..diagnostics import Diagnostic
 from .schema import Era
+from ..traverse import findall
 
 
 def _dotted(node: cst.BaseExpression | None) -> str:
@@ -27,7 +28,7 @@ def imported(module: cst.Module) -> list[tuple[str, str, cst.CSTNode]]:
     """(transformers module, name or "", node) for each import of a transformers module: relative imports of a
     file inside the package (``from ...modeling_utils import X``) and absolute ones (``transformers.x``)."""
     found = []
-    for node in m.findall(module, m.ImportFrom() | m.Import()):
+    for node in findall(module, m.ImportFrom() | m.Import()):
         if isinstance(node, cst.ImportFrom):
             source = _dotted(node.module)
             if not node.relative:
@@ -94,9 +95,9 @@ def removed_uses(original: cst.Module, migrated: cst.Module, era: Era, path: str
             )
         )
     defined = _defined_methods(migrated)
-    calls = m.findall(original, m.Call(func=m.Attribute(value=m.Name("self"))))
+    calls = findall(original, m.Call(func=m.Attribute(value=m.Name("self"))))
     reported = set()
-    for call in m.findall(migrated, m.Call(func=m.Attribute(value=m.Name("self")))):
+    for call in findall(migrated, m.Call(func=m.Attribute(value=m.Name("self")))):
         method = call.func.attr.value
         if method in removed.methods and method not in defined and method not in reported:
             reported.add(method)

@@ -20,6 +20,7 @@ from typing import Callable, Iterable
 import libcst as cst
 
 from ..edit.edits import Splice
+from ..traverse import findall
 
 VENDOR_RULE = "vendor"  # the claim name of the inserted definitions
 _BUILTIN_VENDOR = Path(__file__).resolve().parents[1] / "builtin_rules" / "vendor"
@@ -175,7 +176,7 @@ def _top_level_names(stmt: cst.CSTNode) -> set[str]:
 def _reads(stmt: cst.CSTNode, names: set[str]) -> bool:
     import libcst.matchers as m
 
-    return any(n.value in names for n in m.findall(stmt, m.Name()))
+    return any(n.value in names for n in findall(stmt, m.Name()))
 
 
 def plan_helpers(

@@ -27,6 +27,7 @@ import libcst.matchers as m
 
 from .expressions import Expressions, int_literal, rebuild
 from .ranks import RankScope
+from ..traverse import findall
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,7 +95,7 @@ def _substitute(node: cst.CSTNode, replacements: Mapping[str, cst.BaseExpression
 
 
 def _names(node: cst.CSTNode) -> list[str]:
-    return [n.value for n in m.findall(node, m.Name())]
+    return [n.value for n in findall(node, m.Name())]
 
 
 class FunctionViews:
@@ -123,9 +124,9 @@ class FunctionViews:
     def _flags(self, function: cst.FunctionDef) -> dict[str, cst.BaseExpression]:
         """Names assigned exactly once, from a test of a cache variable against None."""
         assigned: dict[str, list] = {}
-        for assign in m.findall(function, m.Assign(targets=[m.AssignTarget(m.Name())])):
+        for assign in findall(function, m.Assign(targets=[m.AssignTarget(m.Name())])):
             assigned.setdefault(assign.targets[0].target.value, []).append(assign.value)
-        for aug in m.findall(function, m.AugAssign(target=m.Name())):
+        for aug in findall(function, m.AugAssign(target=m.Name())):
             assigned.setdefault(aug.target.value, []).append(None)
         flags = {}
         for name, values in assigned.items():
@@ -291,7 +292,7 @@ class FunctionViews:
         if len(outside) != len(inside):
             return None
         # the user's own Name node of the cache, so that a capture of it resolves to what other rules make of it
-        owner_node = next((n for n in m.findall(body[index].body[0].value, m.Name(owner))), cst.Name(owner))
+        owner_node = next((n for n in findall(body[index].body[0].value, m.Name(owner))), cst.Name(owner))
         replacements = {
             name: cst.Subscript(owner_node, [cst.SubscriptElement(cst.Index(cst.Integer(str(i))))])
             for i, name in enumerate(names)
@@ -299,7 +300,7 @@ class FunctionViews:
         return replacements, count
 
     def _assigns(self, stmt: cst.CSTNode, names: set[str]) -> bool:
-        targets = m.findall(stmt, m.AssignTarget() | m.AugAssign() | m.For())
+        targets = findall(stmt, m.AssignTarget() | m.AugAssign() | m.For())
         for target in targets:
             node = target.target
             if any(n in names for n in _names(node)):

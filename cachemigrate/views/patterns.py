@@ -18,11 +18,14 @@ expression), e.g. ``{key|key_to_cache}`` (:mod:`cachemigrate.facts.conversions`)
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from typing import Iterable, Mapping, Sequence
 
 import libcst as cst
 import libcst.matchers as m
+
+from ..traverse import findall
 
 _HOLE = re.compile(r"\{(\w+)(?:\|(\w+))?\}")
 _PREFIX = "__cm_"
@@ -167,6 +170,7 @@ def _template_caches() -> set[str]:
     return {hole_name("cache")}
 
 
+@functools.lru_cache(maxsize=1024)  # a Pattern is immutable: rules compile their templates once per process
 def compile_expression(template: str) -> Pattern:
     """A matcher for the normalised view of an expression template (see :mod:`cachemigrate.views.normalize`)."""
     from .normalize import normalize_template_expression
@@ -176,6 +180,7 @@ def compile_expression(template: str) -> Pattern:
     return Pattern(template, "expression", (matcher,), dict(compiler.uses))
 
 
+@functools.lru_cache(maxsize=1024)
 def compile_statements(template: str) -> Pattern:
     """A matcher for the normalised view of statement templates: one matcher per statement of the view."""
     from .normalize import normalize_template
@@ -348,7 +353,7 @@ def _atomic(node: cst.BaseExpression) -> cst.BaseExpression:
 
 
 def _filtered(stmt: cst.CSTNode) -> bool:
-    return any(_split(_hole_of(n.value) or "")[1] for n in m.findall(stmt, m.Name()))
+    return any(_split(_hole_of(n.value) or "")[1] for n in findall(stmt, m.Name()))
 
 
 def _self_assignment(stmt: cst.CSTNode) -> bool:

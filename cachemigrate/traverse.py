@@ -1,0 +1,195 @@
+"""Read-only traversal of libcst trees, without libcst's cost of rebuilding every node.
+
+``node.visit(visitor)`` calls ``_visit_and_replace_children`` even for a read-only :class:`libcst.CSTVisitor`:
+each node is rebuilt (dataclass construction and validation) whether or not anything changed, which makes a walk
+cost as much as parsing the file. The functions here read each node's children straight from its fields, in the
+order libcst visits them (recorded once per node type from libcst itself), and never build a node:
+
+- :func:`walk` is ``node.visit(visitor)`` for a visitor that only reads (the same ``on_visit``/``on_leave`` calls
+  in the same order; the ``visit_<Node>_<attribute>`` hooks are not called: no visitor here defines one), and
+  :func:`walk_many` the same for several visitors in one walk;
+- :func:`children` is ``node.children``;
+- :func:`findall` is ``libcst.matchers.findall`` without metadata (the same nodes in the same order), and only
+  tries the matcher on nodes of the types it can match; below a node of the tree given to :func:`index` (the
+  file's original module) it reads them from that index instead of walking.
+"""
+
+from __future__ import annotations
+
+import bisect
+from typing import Iterator
+
+import libcst as cst
+import libcst.matchers as m
+from libcst import CSTNode
+from libcst.matchers._matcher_base import _construct_metadata_fetcher_null, _matches
+
+_NO_METADATA = _construct_metadata_fetcher_null()
+
+_FIELDS: dict[type, tuple[str, ...]] = {}  # node type -> the fields libcst visits, in its order
+
+
+class _Recorder(cst.CSTVisitor):
+    """Records which fields ``_visit_and_replace_children`` visits, without descending."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fields: list[str] = []
+
+    def on_visit(self, node: CSTNode) -> bool:
+        return False
+
+    def on_leave(self, original_node: CSTNode) -> None:
+        pass
+
+    def on_visit_attribute(self, node: CSTNode, attribute: str) -> None:
+        self.fields.append(attribute)
+
+    def on_leave_attribute(self, original_node: CSTNode, attribute: str) -> None:
+        pass
+
+
+def _fields(node: CSTNode) -> tuple[str, ...]:
+    kind = type(node)
+    fields = _FIELDS.get(kind)
+    if fields is None:
+        recorder = _Recorder()
+        node._visit_and_replace_children(recorder)
+        fields = _FIELDS[kind] = tuple(dict.fromkeys(recorder.fields))
+    return fields
+
+
+def children(node: CSTNode) -> list[CSTNode]:
+    """``node.children``: the child nodes in the order libcst visits them."""
+    found: list[CSTNode] = []
+    for name in _FIELDS.get(type(node)) or _fields(node):
+        value = getattr(node, name)
+        if isinstance(value, CSTNode):
+            found.append(value)
+        elif isinstance(value, (tuple, list)):
+            found.extend(item for item in value if isinstance(item, CSTNode))
+    return found
+
+
+def walk(node: CSTNode, visitor: cst.CSTVisitor) -> None:
+    """``node.visit(visitor)`` for a read-only visitor, without rebuilding the tree."""
+    if visitor.on_visit(node):
+        for child in children(node):
+            walk(child, visitor)
+    visitor.on_leave(node)
+
+
+def walk_many(node: CSTNode, visitors: list[cst.CSTVisitor]) -> None:
+    """:func:`walk` with several visitors at once: each sees the same calls as if it walked alone (one that skips
+    a subtree is not called below it); the walk itself is done once."""
+    going = [visitor for visitor in visitors if visitor.on_visit(node)]
+    if going:
+        for child in children(node):
+            walk_many(child, going)
+    for visitor in visitors:
+        visitor.on_leave(node)
+
+
+def nodes(root: CSTNode) -> Iterator[CSTNode]:
+    """Every node of the subtree, ``root`` first, in the order a visitor sees them (pre-order)."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        yield node
+        below = children(node)
+        below.reverse()
+        stack.extend(below)
+
+
+def _kinds(matcher: object) -> frozenset[str] | None:
+    """The names of the node types ``matcher`` can match, or None when that is not known (any node)."""
+    if isinstance(matcher, (m.OneOf, m.TypeOf)):
+        kinds = [_kinds(option) for option in matcher.options]
+        return None if any(k is None for k in kinds) else frozenset().union(*kinds)
+    if isinstance(matcher, (m.AllOf, m.MatchIfTrue, m.MatchMetadata, m.MatchMetadataIfTrue)):
+        return None
+    if not isinstance(matcher, m.BaseMatcherNode):
+        return None
+    name = type(matcher).__name__
+    node_type = getattr(cst, name, None)
+    if isinstance(node_type, type) and issubclass(node_type, CSTNode) and getattr(m, name, None) is type(matcher):
+        return frozenset({name})
+    return None
+
+
+class _Index:
+    """The nodes of one tree in pre-order, where each subtree starts and ends in that order, and the positions of
+    each node type: a findall below any node of the tree is a slice, not a walk."""
+
+    def __init__(self, root: CSTNode) -> None:
+        self.root = root  # kept alive: the index is keyed on its nodes
+        self.order: list[CSTNode] = []
+        self.spans: dict[CSTNode, tuple[int, int]] = {}
+        self.kinds: dict[str, list[int]] = {}
+        self._add(root)
+
+    def _add(self, node: CSTNode) -> None:
+        start = len(self.order)
+        self.order.append(node)
+        self.kinds.setdefault(type(node).__name__, []).append(start)
+        for child in children(node):
+            self._add(child)
+        self.spans[node] = (start, len(self.order))
+
+    def candidates(self, tree: CSTNode, kinds: frozenset[str] | None) -> list[CSTNode] | None:
+        """The nodes of ``tree``'s subtree of those types (any type: None), in pre-order; None if not indexed."""
+        span = self.spans.get(tree)
+        if span is None:
+            return None
+        start, end = span
+        if kinds is None:
+            return self.order[start:end]
+        found: list[int] = []
+        for kind in kinds:
+            positions = self.kinds.get(kind, ())
+            found.extend(positions[bisect.bisect_left(positions, start) : bisect.bisect_left(positions, end)])
+        if len(kinds) > 1:
+            found.sort()
+        return [self.order[i] for i in found]
+
+
+_INDEX: list[_Index] = []  # the index of the tree being migrated (one at a time)
+
+
+def index(root: CSTNode) -> None:
+    """Index ``root`` (the original module of the file being migrated; it replaces the previous one) for
+    :func:`findall`. Its nodes are never rebuilt (libcst nodes are immutable), so the index stays right."""
+    _INDEX[:] = [_Index(root)]
+
+
+def findall(tree: object, matcher: object) -> list[CSTNode]:
+    """``libcst.matchers.findall(tree, matcher)``: every node of ``tree`` (itself included) that matches."""
+    if not isinstance(tree, CSTNode) or isinstance(matcher, (m.AtLeastN, m.AtMostN)):
+        return []
+    kinds = _kinds(matcher)
+    candidates = _INDEX[0].candidates(tree, kinds) if _INDEX else None
+    if candidates is not None:
+        return [node for node in candidates if _matches(node, matcher, _NO_METADATA) is not None]
+    if kinds is None:
+        return [node for node in nodes(tree) if _matches(node, matcher, _NO_METADATA) is not None]
+    return [
+        node
+        for node in nodes(tree)
+        if type(node).__name__ in kinds and _matches(node, matcher, _NO_METADATA) is not None
+    ]
+
+
+def parents(root: CSTNode) -> dict[CSTNode, CSTNode]:
+    """``MetadataWrapper(root).resolve(ParentNodeProvider)`` for a tree that is not copied: each node's parent
+    (recorded as libcst does, when the parent is left)."""
+    found: dict[CSTNode, CSTNode] = {}
+
+    def leave(node: CSTNode) -> None:
+        below = children(node)
+        for child in below:
+            leave(child)
+        for child in below:
+            found[child] = node
+
+    leave(root)
+    return found

@@ -1,0 +1,107 @@
+"""The read-only traversal sees what libcst's own visit sees: the same nodes, in the same order, the same parents,
+the same findall answers, on code that uses many kinds of node."""
+
+import textwrap
+
+import libcst as cst
+import libcst.matchers as m
+from libcst.metadata import MetadataWrapper, ParentNodeProvider
+
+from cachemigrate import traverse
+
+CODE = textwrap.dedent('''
+    """Doc."""
+    from __future__ import annotations
+    from . import a as b, c
+    from .x import *
+    import os.path as p
+
+    @decorator(1, key=2)
+    class Model(Base, metaclass=Meta):
+        x: int = 3
+
+        async def forward(self, past=None, *args, key: "str" = "v", **kwargs) -> tuple[int, ...]:
+            global g
+            lam = lambda q, *r: q + r[0]
+            k, (v, w) = past[0], past[1:2]
+            k += torch.cat((k, v), dim=-2) if past is not None else -v
+            with open(p) as f, ctx():
+                async for item in f:
+                    yield item
+            try:
+                del k[0]
+            except (ValueError, KeyError) as exc:
+                raise RuntimeError(f"bad {exc!r:>10}") from exc
+            finally:
+                pass
+            while not (a := w) and b or c:
+                continue
+            match lam:
+                case [1, *rest] | {"k": _} if rest:
+                    print(*rest, sep="")
+                case Point(x=0):
+                    pass
+            return {i: j for i, j in zip(a, b) if i}, [x async for x in y], (yield), await z, ...
+    ''')
+
+
+class _Log(cst.CSTVisitor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.log: list[tuple[str, cst.CSTNode]] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        self.log.append(("visit", node))
+        return not isinstance(node, cst.Lambda)  # a visitor that skips a subtree
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        self.log.append(("leave", original_node))
+
+
+def _same(a, b) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b))
+
+
+def test_walk_children_and_parents_are_libcsts():
+    module = cst.parse_module(CODE)
+    expected, got = _Log(), _Log()
+    module.visit(expected)
+    traverse.walk(module, got)
+    assert [kind for kind, _ in got.log] == [kind for kind, _ in expected.log]
+    assert _same([node for _, node in got.log], [node for _, node in expected.log])
+    every = list(traverse.nodes(module))
+    assert len({type(node) for node in every}) > 60
+    assert all(_same(traverse.children(node), node.children) for node in every)
+    libcst_parents = MetadataWrapper(module, unsafe_skip_copy=True).resolve(ParentNodeProvider)
+    ours = traverse.parents(module)
+    assert set(ours) == set(libcst_parents) and all(ours[n] is libcst_parents[n] for n in ours)
+
+
+def test_findall_is_libcsts():
+    module = cst.parse_module(CODE)
+    matchers = [
+        m.Name(),
+        m.Name("k"),
+        m.Call() | m.Subscript() | m.Lambda(),
+        m.AssignTarget(m.Tuple()) | m.AugAssign(target=m.Name("k")),
+        m.MatchIfTrue(lambda node: isinstance(node, cst.Comparison)),
+        m.AllOf(m.Name(), m.Name("past")),
+        m.DoesNotMatch(m.Name()),
+        m.BaseExpression(),
+        m.Module(),
+    ]
+    for matcher in matchers:
+        assert _same(traverse.findall(module, matcher), m.findall(module, matcher)), matcher
+    function = next(n for n in traverse.nodes(module) if isinstance(n, cst.FunctionDef))
+    assert _same(traverse.findall(function.body, m.Name()), m.findall(function.body, m.Name()))
+    assert traverse.findall(cst.MaybeSentinel.DEFAULT, m.Name()) == []
+
+
+def test_findall_from_the_index_is_libcsts():
+    module = cst.parse_module(CODE)
+    traverse.index(module)
+    function = next(n for n in traverse.nodes(module) if isinstance(n, cst.FunctionDef))
+    built = cst.parse_expression("f(a, b[0])")  # not in the index: walked
+    for tree in (module, function, function.body, function.params, built):
+        for matcher in (m.Name(), m.Call() | m.Subscript() | m.Lambda(), m.MatchIfTrue(lambda n: True), m.Arg()):
+            assert _same(traverse.findall(tree, matcher), m.findall(tree, matcher)), (tree, matcher)
