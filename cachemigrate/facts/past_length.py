@@ -42,6 +42,21 @@ def _reads(fn) -> list[tuple[cst.CSTNode, str, int]]:
     return found
 
 
+_SHAPE_READ = m.Subscript(value=m.Attribute(attr=m.Name("shape"))) | m.Call(func=m.Attribute(attr=m.Name("size")))
+
+
+def _shape_checks(fn) -> set[cst.CSTNode]:
+    """Reads compared with another tensor's size (``past[0][0].shape[0] == input_ids.shape[0]``): a test of which
+    layout a past is in (its batch axis), not a length the code computes with."""
+    checked = set()
+    for comparison in m.findall(fn.node, m.Comparison()):
+        operands = [comparison.left, *(target.comparator for target in comparison.comparisons)]
+        shapes = [operand for operand in operands if m.matches(operand, _SHAPE_READ)]
+        if len(shapes) >= 2:
+            checked.update(shapes)
+    return checked
+
+
 def off_axis_reads(
     info: ModuleInfo, facts: Mapping[str, str], boundary: TensorLayout | None, path: str, locate: Locator
 ) -> list[Diagnostic]:
@@ -56,7 +71,10 @@ def off_axis_reads(
     labels = boundary.labels()
     result = []
     for fn in info.functions.values():
+        checks = _shape_checks(fn)
         for node, cache, axis in _reads(fn):
+            if node in checks:
+                continue
             negative = axis - rank if axis >= 0 else axis
             if negative in axes or not -rank <= negative < 0:
                 continue
