@@ -22,6 +22,7 @@ from .render import unified_diff
 from .results import Options
 from .runner import Failure, Result, failed, run
 from .signals import Interrupted, StopOnSignal
+from .width import width_note
 from .writing import is_read_only, read_only_diagnostic, write_atomically
 
 EXIT_OK, EXIT_CHANGES, EXIT_INTERNAL = 0, 1, 123
@@ -102,7 +103,12 @@ class _Run:
             self.would_change += 1
             if self.batch.show_diff:
                 self.show.diff(unified_diff(result.path, result.original, result.migrated))
-        self.show.file(result.path, result.status, verb_of(result, self.batch.writes), result.seconds, result.how)
+        how = (
+            f"{result.how}, {width_note(self.batch.options.line_length, result.original)}"
+            if result.changed
+            else result.how
+        )
+        self.show.file(result.path, result.status, verb_of(result, self.batch.writes), result.seconds, how)
 
     def write_report(self, seconds: float, interrupted: Interrupted | None) -> None:
         batch = self.batch

@@ -15,7 +15,9 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 import time
+
 import libcst as cst
 
 from . import diagnostics as codes
@@ -38,6 +40,7 @@ from .results import FileResult, Options
 from .schema import Era, Rule, RuleSet
 from .suppressed_edits import NOTHING, leave_out
 from .suppression import skips_file
+from .width import infer_width
 
 
 class RegionViolation(RuntimeError):
@@ -132,6 +135,13 @@ def _culprit(module: cst.Module, plan: Plan, options: Options, offsets: Offsets)
     return "the engine's applier"
 
 
+def with_width(options: Options, code: str) -> Options:
+    """``options`` with a line length: the one given, else the file's own (:func:`cachemigrate.width.infer_width`)."""
+    if options.line_length is not None:
+        return options
+    return dataclasses.replace(options, line_length=infer_width(code).columns)
+
+
 def apply_rules(
     module: cst.Module,
     info: ModuleInfo,
@@ -143,6 +153,7 @@ def apply_rules(
 ) -> tuple[cst.Module, dict[str, int], list[Diagnostic]]:
     """Plan, apply and prove the rules over the module. Returns the new module, matches per rule, diagnostics."""
     locate = locate or Locator(module)
+    options = with_width(options, module.code)
     plan, matched, found = plan_rules(module, info, rules, era, path, options, locate)
     new_module = apply_and_prove(module, plan, options)
     applied = {rule: count for rule, count in matched.items()}
@@ -253,6 +264,7 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
     if not before.roles["base_model"]:
         return done("failed", diags=[_no_model(before, path, locate)])
     rules = ruleset.for_tier(options.tier)
+    options = with_width(options, code)
     plan, matched, found = plan_rules(module, before, rules, era, path, options, locate)
     plan, suppressed = leave_out(module, plan, code, path)
     try:

@@ -103,8 +103,9 @@ def plan_rules(
         found.extend(action.ctx.diagnostics)
     helpers = [(entry, action.rule.path) for action in actions for entry in action.helpers_needed()]
     imports.extend(name for name in helper_imports(module, helpers) if name not in imports)
-    plan.extend(plan_imports(module, era, imports))
-    plan.extend(plan_helpers(module, helpers, lambda code: format_statements(code, 0, options.line_length)))
+    top_level = lambda code: format_statements(code, 0, options.line_length)  # noqa: E731
+    plan.extend(plan_imports(module, era, imports, top_level))
+    plan.extend(plan_helpers(module, helpers, top_level))
     return plan, matched, found
 
 

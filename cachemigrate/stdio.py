@@ -16,6 +16,7 @@ from .batch import EXIT_CHANGES, EXIT_INTERNAL, EXIT_OK, Batch, verb_of
 from .progress import Reporter
 from .render import unified_diff
 from .runner import Failure, migrate_one
+from .width import width_note
 
 
 def migrate_stdin(data: bytes, name: str | None, batch: Batch, excluded: bool) -> int:
@@ -38,7 +39,10 @@ def migrate_stdin(data: bytes, name: str | None, batch: Batch, excluded: bool) -
         status = EXIT_CHANGES if result.status == "failed" or (batch.check and result.changed) else EXIT_OK
         if batch.show_diff and result.changed:
             show.diff(unified_diff(path, result.original, result.migrated))
-        show.file(path, result.status, verb_of(result, batch.writes), result.seconds, result.how)
+        how = (
+            f"{result.how}, {width_note(batch.options.line_length, result.original)}" if result.changed else result.how
+        )
+        show.file(path, result.status, verb_of(result, batch.writes), result.seconds, how)
     if batch.writes:
         stdout.write(output)
         stdout.flush()
