@@ -9,7 +9,7 @@ linters would see them.
 For every file the migration changes (corpus: ``cachemigrate migrate --era ERA`` on a copy; fixtures: each
 ``*after.py`` is the migrated ``*before.py``), three checks run on the original and on the migrated file, at the
 original's own width (:func:`cachemigrate.width.infer_width`, the width cachemigrate itself infers when no config
-says one):
+says one; for the fixtures 119, the width the tests write them at):
 
 - ``ruff check --select I001`` (imports sorted and formatted as isort would; ruff's isort with
   ``lines-after-imports = 2`` and ``known-first-party = ["transformers"]``, transformers' own settings);
@@ -63,7 +63,7 @@ def corpus_pairs(
     originals, migrated = work / "original", work / "migrated"
     for source in sorted(models.rglob("modeling_*.py")):
         relative = source.relative_to(models)
-        if source.name.startswith(("modeling_tf_", "modeling_flax_")) or (only and relative.parts[0] not in only):
+        if source.name.startswith(("modeling_tf_", "modeling_flax_")) or (only and not set(relative.parts[:-1]) & set(only)):
             continue
         for root in (originals, migrated):
             (root / relative).parent.mkdir(parents=True, exist_ok=True)
@@ -135,10 +135,11 @@ def failures(files: list[Path], widths: dict[Path, int], ruff: str, black: str) 
     return failed
 
 
-def measure(pairs: list[tuple[Path, Path]], ruff: str, black: str) -> dict:
+def measure(pairs: list[tuple[Path, Path]], ruff: str, black: str, width: int | None = None) -> dict:
+    """The checks over ``pairs``, each at ``width`` or, without it, at the original's own width."""
     widths = {}
     for before, after in pairs:
-        widths[before] = widths[after] = infer_width(before.read_text(encoding="utf-8")).columns
+        widths[before] = widths[after] = width or infer_width(before.read_text(encoding="utf-8")).columns
     failed = failures([p for pair in pairs for p in pair], widths, ruff, black)
     rows = {}
     for check in CHECKS:
@@ -173,7 +174,8 @@ def main() -> None:
         else:
             models = args.models or installed_models()
             pairs = corpus_pairs(models, args.only, args.era, args.tree.resolve(), work, args.jobs)
-        result = measure(pairs, args.ruff, args.black)
+        # the fixtures' after.py are written at the tests' width, Options(line_length=119)
+        result = measure(pairs, args.ruff, args.black, 119 if args.fixtures else None)
         for row in result["checks"].values():
             row["regressed"] = [os.path.relpath(p, work / "migrated") for p in row["regressed"]]
     source = "fixtures" if args.fixtures else f"{args.models or 'installed transformers models/'} (era {args.era})"

@@ -4,7 +4,8 @@
 2. The file is parsed once and analysed once (:mod:`cachemigrate.analysis`): roles, cache uses, facts.
 3. A file with no legacy cache use is left as it is.
 4. Each rule of the tier plans edits on the original tree, scoped to its role (:mod:`cachemigrate.actions`);
-   the imports they need are planned through ``AddImportsVisitor`` (:mod:`cachemigrate.imports`).
+   the imports they need go where isort puts them (:mod:`cachemigrate.imports`). Inserted code is wrapped at
+   the configured width, else the file's own (:mod:`cachemigrate.width`).
 5. All edits are applied in one pass (:mod:`cachemigrate.apply`).
 6. The region proof (:mod:`cachemigrate.audit`): outside what the edits claimed, the migrated text must be the
    original byte for byte. A violation is an internal error naming the rule; the file is returned unchanged.
@@ -154,7 +155,7 @@ def apply_rules(
     """Plan, apply and prove the rules over the module. Returns the new module, matches per rule, diagnostics."""
     locate = locate or Locator(module)
     options = with_width(options, module.code)
-    plan, matched, found = plan_rules(module, info, rules, era, path, options, locate)
+    plan, matched, found, _notes = plan_rules(module, info, rules, era, path, options, locate)
     new_module = apply_and_prove(module, plan, options)
     applied = {rule: count for rule, count in matched.items()}
     if any(edit.rule == IMPORTS_RULE for edit in plan):
@@ -265,7 +266,7 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
         return done("failed", diags=[_no_model(before, path, locate)])
     rules = ruleset.for_tier(options.tier)
     options = with_width(options, code)
-    plan, matched, found = plan_rules(module, before, rules, era, path, options, locate)
+    plan, matched, found, notes = plan_rules(module, before, rules, era, path, options, locate)
     plan, suppressed = leave_out(module, plan, code, path)
     try:
         new_module = apply_and_prove(module, plan, options)
@@ -306,4 +307,4 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
     applied = {rule: count for rule, count in matched.items()}
     if found:
         return done("failed", diags=found, applied=applied)
-    return done("migrated", migrated=migrated, applied=applied)
+    return done("migrated", migrated=migrated, diags=notes, applied=applied)

@@ -12,7 +12,6 @@ alone."""
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import re
 import sys
 from typing import Callable
@@ -57,21 +56,76 @@ def plan_imports(
         (i for i, stmt in enumerate(module.body) if isinstance(stmt, (cst.ClassDef, cst.FunctionDef))),
         len(module.body),
     )
-    old = list(module.body[:split])
-    new = list(old)
+    head = _Head(list(module.body[:split]), format_code)
     for needed in _needed(module, era, names):
-        new = _placed(new, needed, format_code)
-    if new == old:
-        return []
-    old_code = [module.code_for_node(s) for s in old]
-    new_code = [module.code_for_node(s) for s in new]
-    edits: list[Splice] = []
-    matcher = difflib.SequenceMatcher(None, old_code, new_code, autojunk=False)
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        if tag != "equal":
-            statements = new[j1:j2]
-            edits.append(Splice(IMPORTS_RULE, module, i1, i2 - i1, lambda _r, s=statements: s, ()))
-    return edits
+        head.place(needed)
+    return head.splices(module)
+
+
+class _Head:
+    """The module head as the imports are placed in it: original statements (some with new leading lines or new
+    names) and new statements between them."""
+
+    def __init__(self, body: list[cst.CSTNode], format_code: Callable[[str], str]) -> None:
+        self.original = list(body)
+        self.body = list(body)
+        self.format_code = format_code
+        self.origin: dict[int, cst.CSTNode] = {}  # id of a changed statement -> the original it stands for
+        self.separate: dict[int, cst.CSTNode] = {}  # id of a statement with merged names -> them on their own
+
+    def replace(self, index: int, new: cst.CSTNode, separate: cst.CSTNode | None = None) -> None:
+        old = self.body[index]
+        self.origin[id(new)] = self.origin.get(id(old), old)
+        if separate is not None or id(old) in self.separate:
+            self.separate[id(new)] = separate or self.separate[id(old)]
+        self.body[index] = new
+
+    def place(self, needed: _Needed) -> None:
+        _place(self, needed)
+
+    def splices(self, module: cst.Module) -> list[Splice]:
+        """One splice per original statement that changed or gets new statements before it (and one at the end).
+        A changed statement is rebuilt from what the other rules made of it: one they edited too (an import a
+        rule drops) keeps their edit, with the new leading lines, and merged names go on a statement of their
+        own."""
+        edits: list[Splice] = []
+        pending: list[cst.CSTNode] = []
+        position = 0
+        for node in self.body:
+            original = self.origin.get(id(node), node)
+            if position < len(self.original) and original is self.original[position]:
+                changed = node is not original
+                if changed or pending:
+                    build = _rebuilt(original, node, self.separate.get(id(node))) if changed else None
+                    edits.append(_splice(module, position, pending, original if changed else None, build))
+                pending = []
+                position += 1
+            else:
+                pending.append(node)
+        if pending:
+            edits.append(_splice(module, position, pending, None, None))
+        return edits
+
+
+def _splice(module, index, inserted, original, build) -> Splice:
+    statements = list(inserted)
+    if original is None:
+        return Splice(IMPORTS_RULE, module, index, 0, lambda _r: statements, ())
+    return Splice(IMPORTS_RULE, module, index, 1, lambda r: [*statements, *build(r)], ())
+
+
+def _rebuilt(original: cst.CSTNode, node: cst.CSTNode, separate: cst.CSTNode | None):
+    def build(resolve) -> list[cst.CSTNode]:
+        now = resolve.statements([original])
+        if len(now) == 1 and now[0].deep_equals(original):  # no other rule touched it
+            return [node]
+        if now:
+            now[0] = now[0].with_changes(leading_lines=node.leading_lines)
+        elif separate is None:  # removed by another rule: what follows keeps the place's blank lines
+            return []
+        return [*now, *([separate.with_changes(leading_lines=[] if now else node.leading_lines)] if separate else [])]
+
+    return build
 
 
 def _needed(module: cst.Module, era: Era, names: list[str]) -> list[_Needed]:
@@ -167,35 +221,41 @@ def _describe_needed(needed: _Needed) -> _Import:
 # -- placing one statement ----------------------------------------------------------------------------------------
 
 
-def _placed(body: list[cst.CSTNode], needed: _Needed, format_code: Callable[[str], str]) -> list[cst.CSTNode]:
-    """``body`` (the module head) with ``needed`` merged into its statement or inserted at isort's place."""
+def _place(head: _Head, needed: _Needed) -> None:
+    """``needed`` merged into the head's statement of its module, or inserted at isort's place."""
+    body = head.body
     if needed.names:
         for index, stmt in enumerate(body):
-            merged = _merged(stmt, needed, format_code)
+            merged = _merged(stmt, needed, head.format_code)
             if merged is not None:
-                return [*body[:index], merged, *body[index + 1 :]]
-    statement = cst.parse_statement(format_code(needed.code))
+                if merged is not stmt:
+                    head.replace(index, merged, cst.parse_statement(head.format_code(needed.code)))
+                return
+    statement = cst.parse_statement(head.format_code(needed.code))
     new = _describe_needed(needed)
     described = {i: d for i, d in ((i, _described(s)) for i, s in enumerate(body)) if d is not None}
     groups = _groups(body, described)
     if not groups:  # no import at all: after the docstring and the `__future__` imports
         at = _after_preamble(body)
-        return _inserted(body, at, statement, blank=at > 0)
+        _insert(head, at, statement, blank=at > 0)
+        return
     group = _group_with(groups, described, lambda d: bool(new.package) and d.package == new.package)
     group = group or _group_with(groups, described, lambda d: d.section == new.section)
     if group is None:  # a section the file does not have: a group of its own, after the sections before it
         sections = [min(described[i].section for i in g) for g in groups]
         before = [g for g, section in zip(groups, sections) if section < new.section]
         if not before:
-            return _inserted(body, groups[0][0], statement, blank=True, starts_group=True)
-        return _inserted(body, before[-1][-1] + 1, statement, blank=True)
+            _insert(head, groups[0][0], statement, blank=True, starts_group=True)
+        else:
+            _insert(head, before[-1][-1] + 1, statement, blank=True)
+        return
     keys = [described[i].key for i in group]
     if keys == sorted(keys):
         at = next((i for i in group if described[i].key > new.key), group[-1] + 1)
     else:  # the user's own order: after the last one of the same style
         same = [i for i in group if described[i].straight == new.straight]
         at = (same or group)[-1] + 1
-    return _inserted(body, at, statement, starts_group=at == group[0])
+    _insert(head, at, statement, starts_group=at == group[0])
 
 
 def _groups(body: list[cst.CSTNode], described: dict) -> list[list[int]]:
@@ -226,23 +286,21 @@ def _after_preamble(body: list[cst.CSTNode]) -> int:
     return at
 
 
-def _inserted(
-    body: list[cst.CSTNode], at: int, statement: cst.CSTNode, blank: bool = False, starts_group: bool = False
-) -> list[cst.CSTNode]:
-    """``statement`` inserted before ``body[at]``. ``starts_group``: it becomes the first of that statement's group,
-    so it takes the blank lines above it (and, with ``blank``, a blank line stays between them: a new group);
-    otherwise ``blank`` puts one blank line above it."""
-    after = list(body[at:])
+def _insert(head: _Head, at: int, statement: cst.CSTNode, blank: bool = False, starts_group: bool = False) -> None:
+    """``statement`` inserted before ``head.body[at]``. ``starts_group``: it becomes the first of that statement's
+    group, so it takes the blank lines above it (and, with ``blank``, a blank line stays between them: a new
+    group); otherwise ``blank`` puts one blank line above it."""
     lines: list[cst.EmptyLine] = [cst.EmptyLine()] if blank else []
-    if starts_group and after:
-        above = list(after[0].leading_lines)
+    if starts_group and at < len(head.body):
+        above = list(head.body[at].leading_lines)
         blanks = 0
         while blanks < len(above) and above[blanks].comment is None:
             blanks += 1
         lines = above[:blanks]
         rest = ([cst.EmptyLine()] if blank else []) + above[blanks:]
-        after[0] = after[0].with_changes(leading_lines=rest)
-    return [*body[:at], statement.with_changes(leading_lines=lines), *after]
+        if rest != above:
+            head.replace(at, head.body[at].with_changes(leading_lines=rest))
+    head.body.insert(at, statement.with_changes(leading_lines=lines))
 
 
 def _merged(stmt: cst.CSTNode, needed: _Needed, format_code: Callable[[str], str]) -> cst.CSTNode | None:

@@ -12,7 +12,7 @@ from .actions import ACTIONS, ActionContext
 from .analysis import Locator, ModuleInfo
 from .boundary import file_layout
 from .diagnostics import Diagnostic
-from .edits import Plan
+from .edits import Plan, Replace
 from .facts import bound_holes, find_facts, functions_in_scope
 from .imports import plan_imports
 from .patterns import holes
@@ -36,8 +36,9 @@ def plan_rules(
     path: str,
     options: Options,
     locate: Locator,
-) -> tuple[Plan, dict[str, int], list[Diagnostic]]:
-    """Every rule's edits on the original tree, the matches per rule, and the diagnostics of planning."""
+) -> tuple[Plan, dict[str, int], list[Diagnostic], list[Diagnostic]]:
+    """Every rule's edits on the original tree, the matches per rule, the diagnostics of planning, and the notes
+    of the rules that applied (their ``notice``)."""
     views = FileViews(info)
     facts = find_facts(info, era, views)
     layout = file_layout(info, views, facts.get("presents"))
@@ -49,6 +50,7 @@ def plan_rules(
     actions = []
     matched: dict[str, int] = {}
     found: list[Diagnostic] = []
+    notes: list[Diagnostic] = []  # the rules' notices: said, but the file still migrates
     imports: list[str] = []
     undetermined: set[str] = set()  # facts a required rule needed that the file did not show (reported once)
     for rule in rules:
@@ -89,6 +91,8 @@ def plan_rules(
         actions.append(action)
         if edits:
             matched[rule.id] = action.changes or len(edits)
+            if rule.notice:
+                notes.extend(_notices(rule, edits, path, locate))
             imports.extend(name for name in rule.imports if name not in imports)
         elif rule.required and functions and not action.ctx.diagnostics:  # a rule that said why is not said twice
             where = locate(info.functions[sorted(functions)[0]].node)
@@ -106,7 +110,13 @@ def plan_rules(
     top_level = lambda code: format_statements(code, 0, options.line_length)  # noqa: E731
     plan.extend(plan_imports(module, era, imports, top_level))
     plan.extend(plan_helpers(module, helpers, top_level))
-    return plan, matched, found
+    return plan, matched, found, notes
+
+
+def _notices(rule: Rule, edits, path: str, locate: Locator) -> list[Diagnostic]:
+    """The rule's notice at each place it changed (once per line)."""
+    lines = sorted({locate(e.node if isinstance(e, Replace) else (e.statements or (e.block,))[0]) for e in edits})
+    return [Diagnostic(path, line, column, rule.id, rule.notice) for line, column in lines]
 
 
 def _facts_in_templates(rule: Rule, era: Era) -> set[str]:

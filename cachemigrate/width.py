@@ -37,7 +37,7 @@ def infer_width(code: str) -> Width:
         return Width(DEFAULT, f"no code line is longer than {longest} characters, so black's default {DEFAULT}")
     fits = [width for width in COMMON if width >= longest]
     if fits:
-        return Width(fits[0], f"its longest code line (no comment or string on it) is {longest} characters")
+        return Width(fits[0], f"its longest code line with no comment or string is {longest} characters")
     # none holds them all: a file not formatted at any common width; the widest one is the least surprising
     return Width(COMMON[-1], f"its longest code line is {longest} characters, wider than every common width")
 
@@ -61,4 +61,4 @@ def width_note(line_length: int | None, code: str) -> str:
     if line_length is not None:
         return f"width {line_length}, from --line-length or the config"
     width = infer_width(code)
-    return f"width {width.columns}, the file's own: {width.why} (no line-length in --line-length or pyproject.toml)"
+    return f"width {width.columns}, the file's own ({width.why}; no --line-length, none in pyproject.toml)"
