@@ -8,7 +8,7 @@ linters would see them.
 
 For every file the migration changes (corpus: ``cachemigrate migrate --era ERA`` on a copy; fixtures: each
 ``*after.py`` is the migrated ``*before.py``), three checks run on the original and on the migrated file, at the
-original's own width (:func:`cachemigrate.width.infer_width`, the width cachemigrate itself infers when no config
+original's own width (:func:`cachemigrate.edit.width.infer_width`, the width cachemigrate itself infers when no config
 says one; for the fixtures 119, the width the tests write them at):
 
 - ``ruff check --select I001`` (imports sorted and formatted as isort would; ruff's isort with
@@ -38,7 +38,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # run from a checkout without installing
 
-from cachemigrate.width import infer_width  # noqa: E402
+from cachemigrate.edit.width import infer_width  # noqa: E402
 
 ISORT = [
     "--config",

@@ -5,12 +5,12 @@ import difflib
 import libcst as cst
 import pytest
 
-from cachemigrate.apply import apply_plan
-from cachemigrate.audit import Offsets, claims_of, find_violation
-from cachemigrate.edits import Plan
-from cachemigrate.imports import plan_imports
-from cachemigrate.render import format_statements
-from cachemigrate.rules import load_ruleset
+from cachemigrate.edit.apply import apply_plan
+from cachemigrate.edit.edits import Plan
+from cachemigrate.edit.imports import plan_imports
+from cachemigrate.edit.render import format_statements
+from cachemigrate.proof.audit import Offsets, claims_of, find_violation
+from cachemigrate.rules.loader import load_ruleset
 
 ERA = load_ruleset("4.52").era
 

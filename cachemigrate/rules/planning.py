@@ -1,0 +1,149 @@
+"""Planning: every rule of the tier plans its edits on the original tree, scoped to its role, with the file's
+facts (the era's and the layout's) bound; a required rule that cannot apply is a CM901 saying why."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import libcst as cst
+
+from .. import diagnostics as codes
+from ..actions import ACTIONS, ActionContext
+from ..facts.analysis import Locator, ModuleInfo
+from ..facts.boundary import file_layout
+from ..diagnostics import Diagnostic
+from ..edit.edits import Plan, Replace
+from .holes import bound_holes, find_facts, functions_in_scope
+from ..edit.imports import plan_imports
+from ..views.patterns import holes
+from ..edit.render import format_statements
+from ..results import Options
+from .schema import ENGINE_FACTS, Era, Rule
+from .vendor import helper_imports, plan_helpers
+from .file_views import FileViews
+
+
+def _when_holds(rule: Rule, facts: Mapping[str, str]) -> bool:
+    """Every fact of ``when`` has its value (``"*"``: any value, the fact is known)."""
+    return all(key in facts if value == "*" else facts.get(key) == value for key, value in rule.when.items())
+
+
+def plan_rules(
+    module: cst.Module,
+    info: ModuleInfo,
+    rules: list[Rule],
+    era: Era,
+    path: str,
+    options: Options,
+    locate: Locator,
+) -> tuple[Plan, dict[str, int], list[Diagnostic], list[Diagnostic]]:
+    """Every rule's edits on the original tree, the matches per rule, the diagnostics of planning, and the notes
+    of the rules that applied (their ``notice``)."""
+    views = FileViews(info)
+    facts = find_facts(info, era, views)
+    layout = file_layout(info, views, facts.get("presents"))
+    facts.update(layout.facts)
+    if "entry_converter" in layout.facts:  # the heads read the tuples the base model converts on its way in
+        views.set_rank(info.roles["head"] + info.roles["pretrained"], layout.boundary_rank)
+    bound = bound_holes(info, facts, {**layout.filters, **layout.predicates})
+    plan = Plan()
+    actions = []
+    matched: dict[str, int] = {}
+    found: list[Diagnostic] = []
+    notes: list[Diagnostic] = []  # the rules' notices: said, but the file still migrates
+    imports: list[str] = []
+    undetermined: set[str] = set()  # facts a required rule needed that the file did not show (reported once)
+    for rule in rules:
+        functions, classes = functions_in_scope(info, rule.role, rule.functions)
+        needed = set(rule.when) | _facts_in_templates(rule, era)
+        if not _when_holds(rule, facts) or not needed <= set(facts):
+            # a when-fact that is known and different: the rule is not for this file, nothing to report (a fused
+            # layout's CM018)
+            contradicted = any(key in facts and value not in ("*", facts[key]) for key, value in rule.when.items())
+            missing = [] if contradicted else sorted(needed - set(facts) - undetermined)
+            if rule.required and missing and functions:
+                # e.g. the legacy layout of a layer's cache: without it no rule returns the cache as a tuple
+                undetermined.update(missing)
+                if layout.reason and any(fact in ENGINE_FACTS for fact in missing):  # one unknown layout, said once
+                    undetermined.update(ENGINE_FACTS)
+                    if layout.explained:  # said by the legacy audit, at the construct itself (its uses stay)
+                        continue
+                where = locate(info.functions[sorted(functions)[0]].node)
+                why = _why_unknown(missing, layout.reason)
+                found.append(_not_applied(rule, path, where, f"cannot tell how it applies: {why}"))
+            continue
+        if not functions and not classes:
+            continue
+        ctx = ActionContext(
+            path=path,
+            info=info,
+            locate=locate,
+            functions=functions,
+            classes=classes,
+            bound=bound,
+            format_statements=lambda code, depth: format_statements(code, depth, options.line_length),
+            line_length=options.line_length,
+            options={"signature": options.signature, "deprecation_version": options.deprecation_version},
+            views=views,
+        )
+        action = ACTIONS[rule.action](rule, ctx)
+        edits = action.plan(module)
+        actions.append(action)
+        if edits:
+            matched[rule.id] = action.changes or len(edits)
+            if rule.notice:
+                notes.extend(_notices(rule, edits, path, locate))
+            imports.extend(name for name in rule.imports if name not in imports)
+        elif rule.required and functions and not action.ctx.diagnostics:  # a rule that said why is not said twice
+            where = locate(info.functions[sorted(functions)[0]].node)
+            found.append(
+                _not_applied(rule, path, where, f"found nothing to rewrite in {', '.join(sorted(functions))}")
+            )
+    every = [edit for action in actions for edit in action.edits]
+    for action in actions:
+        action.finalize(every)
+    for action in actions:
+        plan.extend(action.edits)
+        found.extend(action.ctx.diagnostics)
+    helpers = [(entry, action.rule.path) for action in actions for entry in action.helpers_needed()]
+    imports.extend(name for name in helper_imports(module, helpers) if name not in imports)
+    top_level = lambda code: format_statements(code, 0, options.line_length)  # noqa: E731
+    plan.extend(plan_imports(module, era, imports, top_level))
+    plan.extend(plan_helpers(module, helpers, top_level))
+    return plan, matched, found, notes
+
+
+def _notices(rule: Rule, edits, path: str, locate: Locator) -> list[Diagnostic]:
+    """The rule's notice at each place it changed (once per line)."""
+    lines = sorted({locate(e.node if isinstance(e, Replace) else (e.statements or (e.block,))[0]) for e in edits})
+    return [Diagnostic(path, line, column, rule.id, rule.notice) for line, column in lines]
+
+
+def _facts_in_templates(rule: Rule, era: Era) -> set[str]:
+    """The facts a rule's templates use as bound holes (the era's and the engine's layout facts): without the fact
+    the rule has nothing to fill in."""
+    texts = [v for v in rule.params.values() if isinstance(v, str)]
+    texts += [t for v in rule.params.values() if isinstance(v, list) for t in v if isinstance(t, str)]
+    return {hole for text in texts for hole in holes(text)} & ({fact.name for fact in era.facts} | set(ENGINE_FACTS))
+
+
+def _why_unknown(facts: list[str], layout_reason: str | None = None) -> str:
+    layout = f"the layout of the cached keys and values is not known: {layout_reason}"
+    if any(fact in ENGINE_FACTS for fact in facts):  # one reason for all of them
+        facts = [fact for fact in facts if fact not in ENGINE_FACTS] + ["cache_layout"]
+    said = {
+        "cache_layout": layout,
+        "layout": "the file never builds the present of a layer as a (key, value) tuple or a stacked tensor, so "
+        "the legacy layout to give back to tuple callers is unknown",
+        "presents": "the base model never starts a tuple of presents as `() if use_cache else None` (a condition that reads `use_cache`)",
+    }
+    return "; ".join(said.get(fact, f"the file does not show its {fact}") for fact in facts)
+
+
+def _not_applied(rule: Rule, path: str, where: tuple[int, int], why: str) -> Diagnostic:
+    """CM901: a required rule could not be applied; says what it expected and, if the rule explains, what to do."""
+    expected = rule.description[0].lower() + rule.description[1:]
+    explain = f". {rule.explain}" if rule.explain else ""
+    return Diagnostic(
+        path, *where, codes.RULE_NOT_APPLIED, f"{rule.id} ({rule.name}) {why}: expected {expected}{explain}"
+    )
