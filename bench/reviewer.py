@@ -63,12 +63,19 @@ def corpus_pairs(
     originals, migrated = work / "original", work / "migrated"
     for source in sorted(models.rglob("modeling_*.py")):
         relative = source.relative_to(models)
-        if source.name.startswith(("modeling_tf_", "modeling_flax_")) or (only and not set(relative.parts[:-1]) & set(only)):
+        if source.name.startswith(("modeling_tf_", "modeling_flax_")) or (
+            only and not set(relative.parts[:-1]) & set(only)
+        ):
             continue
         for root in (originals, migrated):
             (root / relative).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(source, root / relative)
-    entry = "import sys; sys.argv[0] = 'cachemigrate'; import cachemigrate.cli as cli; cli.entry()"
+    entry = (  # the console script of this checkout or of an older one (cachemigrate/cli.py)
+        "import sys; sys.argv[0] = 'cachemigrate'\n"
+        "try:\n    from cachemigrate.cli.main import entry\n"
+        "except ImportError:\n    from cachemigrate.cli import entry\n"
+        "entry()"
+    )
     command = [
         sys.executable,
         "-c",
@@ -83,7 +90,10 @@ def corpus_pairs(
         str(migrated),
     ]
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    subprocess.run(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    # run outside any checkout: `python -c` puts the working directory before PYTHONPATH
+    done = subprocess.run(command, env=env, cwd=work, capture_output=True, text=True, check=False)
+    if done.returncode not in (0, 1) or "Traceback" in done.stderr:
+        raise SystemExit(f"cachemigrate migrate failed (exit {done.returncode}):\n{done.stderr[-2000:]}")
     pairs = []
     for after in sorted(migrated.rglob("modeling_*.py")):
         before = originals / after.relative_to(migrated)

@@ -59,7 +59,8 @@ class RegionViolation(RuntimeError):
 
 
 class _Formatter(Reformat):
-    """Black for edited code that no longer fits the line length; code that fits is kept as it is."""
+    """Black for edited code that no longer fits the line length, or that black would now lay out differently where
+    it laid out the original as it was (a black-clean file stays black-clean); other code is kept as it is."""
 
     def __init__(self, line_length: int) -> None:
         self.line_length = line_length
@@ -67,20 +68,26 @@ class _Formatter(Reformat):
     def _fits(self, code: str, depth: int) -> bool:
         return max(len(line) for line in code.splitlines()) + 4 * depth <= self.line_length
 
-    def statement(self, stmt: cst.SimpleStatementLine, depth: int) -> cst.SimpleStatementLine:
-        code = cst.Module(body=[stmt.with_changes(leading_lines=[])]).code
-        if self._fits(code, depth):
+    def _keeps(self, code: str, original: str | None, depth: int) -> bool:
+        """The edited code can stay as it is: it fits, and black leaves it alone or never left the original alone."""
+        if not self._fits(code, depth):
+            return False
+        if original is None or format_statements(code, depth, self.line_length) == code:
+            return True
+        return format_statements(original, depth, self.line_length) != original
+
+    def statement(self, stmt: cst.SimpleStatementLine, depth: int, original=None) -> cst.SimpleStatementLine:
+        code = _code(stmt.with_changes(leading_lines=[]))
+        before = _code(original.with_changes(leading_lines=[])) if original is not None else None
+        if self._keeps(code, before, depth):
             return stmt
         formatted = cst.parse_statement(format_statements(code, depth, self.line_length))
         return formatted.with_changes(leading_lines=stmt.leading_lines)
 
-    def header(self, compound: cst.BaseCompoundStatement, depth: int) -> cst.BaseCompoundStatement:
-        stub = compound.with_changes(
-            body=cst.IndentedBlock([cst.SimpleStatementLine([cst.Pass()])]), leading_lines=[], **_no_extras(compound)
-        )
-        code = cst.Module(body=[stub]).code
-        header = code[: code.rindex("pass")]  # the stub's body is its last line
-        if self._fits(header, depth):
+    def header(self, compound: cst.BaseCompoundStatement, depth: int, original=None) -> cst.BaseCompoundStatement:
+        code = _stub(compound)
+        before = _stub(original) if original is not None else None
+        if self._keeps(code, before, depth):
             return compound
         formatted = cst.parse_statement(format_statements(code, depth, self.line_length))
         if type(formatted) is not type(compound):
@@ -93,6 +100,18 @@ class _Formatter(Reformat):
                 returns=formatted.returns,
             )
         return compound.with_changes(test=formatted.test, whitespace_before_test=formatted.whitespace_before_test)
+
+
+def _code(stmt: cst.CSTNode) -> str:
+    return cst.Module(body=[stmt]).code
+
+
+def _stub(compound: cst.BaseCompoundStatement) -> str:
+    """The header of a compound statement over a ``pass`` body (what black is asked about)."""
+    stub = compound.with_changes(
+        body=cst.IndentedBlock([cst.SimpleStatementLine([cst.Pass()])]), leading_lines=[], **_no_extras(compound)
+    )
+    return _code(stub)
 
 
 def _no_extras(compound: cst.BaseCompoundStatement) -> dict:

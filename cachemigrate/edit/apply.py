@@ -22,10 +22,11 @@ from .edits import Plan, Rename, Replace, Resolve, Splice
 class Reformat:
     """How edited code is re-laid out when it no longer fits: one simple statement, or a ``def`` header."""
 
-    def statement(self, stmt: cst.SimpleStatementLine, depth: int) -> cst.SimpleStatementLine:
+    def statement(self, stmt: cst.SimpleStatementLine, depth: int, original=None) -> cst.SimpleStatementLine:
+        """``stmt``, edited from ``original`` (None: no original to compare with)."""
         return stmt
 
-    def header(self, compound: cst.BaseCompoundStatement, depth: int) -> cst.BaseCompoundStatement:
+    def header(self, compound: cst.BaseCompoundStatement, depth: int, original=None) -> cst.BaseCompoundStatement:
         """A ``def``, ``if`` or ``while`` whose header an edit changed (parameters, test)."""
         return compound
 
@@ -128,7 +129,9 @@ class _Applier(cst.CSTTransformer):
             if asked and self.reformat is not None and type(result) is type(original):
                 simple = isinstance(original, cst.SimpleStatementLine)
                 formatted = (
-                    self.reformat.statement(result, self.depth) if simple else self.reformat.header(result, self.depth)
+                    self.reformat.statement(result, self.depth, original)
+                    if simple
+                    else self.reformat.header(result, self.depth, original)
                 )
                 if formatted is not result:
                     part = "node" if simple else "header"
