@@ -103,12 +103,11 @@ class _Run:
             self.would_change += 1
             if self.batch.show_diff:
                 self.show.diff(unified_diff(result.path, result.original, result.migrated))
-        how = (
-            f"{result.how}, {width_note(self.batch.options.line_length, result.original)}"
-            if result.changed
-            else result.how
-        )
-        self.show.file(result.path, result.status, verb_of(result, self.batch.writes), result.seconds, how)
+        self.show.file(result.path, result.status, verb_of(result, self.batch.writes), result.seconds, result.how)
+        if result.changed and self.batch.verbose and not self.batch.quiet:
+            self.show.err(
+                f"  inserted code of {result.path}: {width_note(self.batch.options.line_length, result.original)}"
+            )
 
     def write_report(self, seconds: float, interrupted: Interrupted | None) -> None:
         batch = self.batch

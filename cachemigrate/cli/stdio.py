@@ -39,10 +39,9 @@ def migrate_stdin(data: bytes, name: str | None, batch: Batch, excluded: bool) -
         status = EXIT_CHANGES if result.status == "failed" or (batch.check and result.changed) else EXIT_OK
         if batch.show_diff and result.changed:
             show.diff(unified_diff(path, result.original, result.migrated))
-        how = (
-            f"{result.how}, {width_note(batch.options.line_length, result.original)}" if result.changed else result.how
-        )
-        show.file(path, result.status, verb_of(result, batch.writes), result.seconds, how)
+        show.file(path, result.status, verb_of(result, batch.writes), result.seconds, result.how)
+        if result.changed and batch.verbose and not batch.quiet:
+            show.err(f"  inserted code of {path}: {width_note(batch.options.line_length, result.original)}")
     if batch.writes:
         stdout.write(output)
         stdout.flush()
