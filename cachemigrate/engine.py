@@ -4,7 +4,8 @@
 2. The file is parsed once and analysed once (:mod:`cachemigrate.facts.analysis`): roles, cache uses, facts.
 3. A file with no legacy cache use is left as it is.
 4. Each rule of the tier plans edits on the original tree, scoped to its role (:mod:`cachemigrate.actions`);
-   the imports they need are planned through ``AddImportsVisitor`` (:mod:`cachemigrate.edit.imports`).
+   the imports they need go where isort puts them (:mod:`cachemigrate.edit.imports`). Inserted code is wrapped
+   at the configured width, else the file's own (:mod:`cachemigrate.edit.width`).
 5. All edits are applied in one pass (:mod:`cachemigrate.edit.apply`).
 6. The region proof (:mod:`cachemigrate.proof.audit`): outside what the edits claimed, the migrated text must be the
    original byte for byte. A violation is an internal error naming the rule; the file is returned unchanged.
@@ -15,7 +16,9 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 import time
+
 import libcst as cst
 
 from . import diagnostics as codes
@@ -41,6 +44,7 @@ from .results import FileResult, Options
 from .rules.schema import Era, Rule, RuleSet
 from .edit.suppressed import NOTHING, leave_out
 from .source.suppression import skips_file
+from .edit.width import infer_width
 
 
 class RegionViolation(RuntimeError):
@@ -58,7 +62,8 @@ class RegionViolation(RuntimeError):
 
 
 class _Formatter(Reformat):
-    """Black for edited code that no longer fits the line length; code that fits is kept as it is."""
+    """Black for edited code that no longer fits the line length, or that black would now lay out differently where
+    it laid out the original as it was (a black-clean file stays black-clean); other code is kept as it is."""
 
     def __init__(self, line_length: int) -> None:
         self.line_length = line_length
@@ -66,20 +71,26 @@ class _Formatter(Reformat):
     def _fits(self, code: str, depth: int) -> bool:
         return max(len(line) for line in code.splitlines()) + 4 * depth <= self.line_length
 
-    def statement(self, stmt: cst.SimpleStatementLine, depth: int) -> cst.SimpleStatementLine:
-        code = cst.Module(body=[stmt.with_changes(leading_lines=[])]).code
-        if self._fits(code, depth):
+    def _keeps(self, code: str, original: str | None, depth: int) -> bool:
+        """The edited code can stay as it is: it fits, and black leaves it alone or never left the original alone."""
+        if not self._fits(code, depth):
+            return False
+        if original is None or format_statements(code, depth, self.line_length) == code:
+            return True
+        return format_statements(original, depth, self.line_length) != original
+
+    def statement(self, stmt: cst.SimpleStatementLine, depth: int, original=None) -> cst.SimpleStatementLine:
+        code = _code(stmt.with_changes(leading_lines=[]))
+        before = _code(original.with_changes(leading_lines=[])) if original is not None else None
+        if self._keeps(code, before, depth):
             return stmt
         formatted = cst.parse_statement(format_statements(code, depth, self.line_length))
         return formatted.with_changes(leading_lines=stmt.leading_lines)
 
-    def header(self, compound: cst.BaseCompoundStatement, depth: int) -> cst.BaseCompoundStatement:
-        stub = compound.with_changes(
-            body=cst.IndentedBlock([cst.SimpleStatementLine([cst.Pass()])]), leading_lines=[], **_no_extras(compound)
-        )
-        code = cst.Module(body=[stub]).code
-        header = code[: code.rindex("pass")]  # the stub's body is its last line
-        if self._fits(header, depth):
+    def header(self, compound: cst.BaseCompoundStatement, depth: int, original=None) -> cst.BaseCompoundStatement:
+        code = _stub(compound)
+        before = _stub(original) if original is not None else None
+        if self._keeps(code, before, depth):
             return compound
         formatted = cst.parse_statement(format_statements(code, depth, self.line_length))
         if type(formatted) is not type(compound):
@@ -92,6 +103,18 @@ class _Formatter(Reformat):
                 returns=formatted.returns,
             )
         return compound.with_changes(test=formatted.test, whitespace_before_test=formatted.whitespace_before_test)
+
+
+def _code(stmt: cst.CSTNode) -> str:
+    return cst.Module(body=[stmt]).code
+
+
+def _stub(compound: cst.BaseCompoundStatement) -> str:
+    """The header of a compound statement over a ``pass`` body (what black is asked about)."""
+    stub = compound.with_changes(
+        body=cst.IndentedBlock([cst.SimpleStatementLine([cst.Pass()])]), leading_lines=[], **_no_extras(compound)
+    )
+    return _code(stub)
 
 
 def _no_extras(compound: cst.BaseCompoundStatement) -> dict:
@@ -140,6 +163,13 @@ def _culprit(module: cst.Module, plan: Plan, options: Options, offsets: Offsets)
     return "the engine's applier"
 
 
+def with_width(options: Options, code: str) -> Options:
+    """``options`` with a line length: the one given, else the file's own (:func:`cachemigrate.edit.width.infer_width`)."""
+    if options.line_length is not None:
+        return options
+    return dataclasses.replace(options, line_length=infer_width(code).columns)
+
+
 def apply_rules(
     module: cst.Module,
     info: ModuleInfo,
@@ -151,7 +181,8 @@ def apply_rules(
 ) -> tuple[cst.Module, dict[str, int], list[Diagnostic]]:
     """Plan, apply and prove the rules over the module. Returns the new module, matches per rule, diagnostics."""
     locate = locate or Locator(module)
-    plan, matched, found = plan_rules(module, info, rules, era, path, options, locate)
+    options = with_width(options, module.code)
+    plan, matched, found, _notes = plan_rules(module, info, rules, era, path, options, locate)
     new_module = apply_and_prove(module, plan, options)
     applied = {rule: count for rule, count in matched.items()}
     if any(edit.rule == IMPORTS_RULE for edit in plan):
@@ -268,7 +299,8 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
     if hooks:
         return done("failed", diags=hooks)
     rules = ruleset.for_tier(options.tier)
-    plan, matched, found = plan_rules(module, before, rules, era, path, options, locate)
+    options = with_width(options, code)
+    plan, matched, found, notes = plan_rules(module, before, rules, era, path, options, locate)
     gap = era_gaps(module, before, ruleset, options, path, locate)  # planned only if a CM900 needs it
     plan, suppressed = leave_out(module, plan, code, path)
     try:
@@ -311,4 +343,4 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
     applied = {rule: count for rule, count in matched.items()}
     if found:
         return done("failed", diags=found, applied=applied)
-    return done("migrated", migrated=migrated, applied=applied)
+    return done("migrated", migrated=migrated, diags=notes, applied=applied)

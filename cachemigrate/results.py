@@ -14,7 +14,7 @@ from .diagnostics import Diagnostic
 @dataclasses.dataclass
 class Options:
     tier: str = "dynamic"
-    line_length: int = 88
+    line_length: int | None = None  # None: the file's own width (:mod:`cachemigrate.edit.width`)
     signature: str = "end"  # "end": new parameters go last; "upstream": where the upstream ports put them
     deprecation_version: str | None = None  # the version @deprecate_kwarg names (default: the rule's)
 

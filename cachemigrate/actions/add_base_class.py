@@ -10,6 +10,7 @@ import libcst as cst
 
 from ..views.patterns import code_of
 from .base import Action, Planner
+from .helpers import class_qualifies
 
 
 class AddBaseClass(Action):
@@ -24,11 +25,7 @@ class AddBaseClass(Action):
         return _Planner(self)
 
     def qualifies(self, name: str) -> bool:
-        info = self.ctx.info.classes[name]
-        methods, attributes = self.param("if_methods", []), self.param("if_attributes", [])
-        if not methods and not attributes:
-            return True
-        return any(m in info.methods for m in methods) or any(a in info.submodules for a in attributes)
+        return class_qualifies(self.ctx.info, name, self.param("if_methods", []), self.param("if_attributes", []))
 
 
 class _Planner(Planner):

@@ -1,6 +1,7 @@
 """``add_parameter``: add a keyword parameter with a default at the END of a signature, so that positional
-callers keep working. Skipped where the parameter exists, or (``unless_var_kwargs``) where ``**kwargs``
-already takes it."""
+callers keep working. Skipped where the parameter exists, where (``unless_var_kwargs``) ``**kwargs`` already takes
+it, or in the methods of classes that do not qualify (``if_methods``/``if_attributes``/``if_bases``: e.g. only heads
+that could generate take what generate() passes)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import libcst as cst
 
 from ..views.patterns import TemplateError, parse_expression
 from .base import Action, Planner
-from .helpers import append_item
+from .helpers import append_item, class_qualifies
 
 _AFTER = "whitespace_after_param"
 
@@ -20,6 +21,9 @@ class AddParameter(Action):
         "default": (str, True, 'the default value as Python, e.g. "None"'),
         "annotation": (str, False, "a type annotation as Python"),
         "unless_var_kwargs": (bool, False, "true to skip functions that take **kwargs"),
+        "if_methods": (list, False, "method names: only methods of classes that define one (or whose base does)"),
+        "if_attributes": (list, False, "attribute names: only methods of classes whose __init__ sets self.<name>"),
+        "if_bases": (list, False, "class names: only methods of classes that list one among their bases"),
         "upstream_after_cache": (
             bool,
             False,
@@ -75,6 +79,10 @@ class _Planner(Planner):
         if has_parameter(node.params, action.param("name")):
             return
         if action.param("unless_var_kwargs") and isinstance(node.params.star_kwarg, cst.Param):
+            return
+        owner = self.current_class
+        wanted = [action.param(key, []) for key in ("if_methods", "if_attributes", "if_bases")]
+        if owner is not None and not class_qualifies(self.ctx.info, owner, *wanted):
             return
         action.changes += 1
         after = None

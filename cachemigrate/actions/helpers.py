@@ -15,6 +15,32 @@ if TYPE_CHECKING:
 PREDICATES = frozenset({"converter", "no_cache_check"})
 
 
+def class_qualifies(info, name: str, methods=(), attributes=(), bases=()) -> bool:
+    """``name`` (a class of the file) or a base of it in the file defines one of ``methods``, builds one of
+    ``attributes`` in ``__init__`` (``self.lm_head = ...``) or lists one of ``bases``; every class qualifies when
+    all three are empty. Heads that could generate are found this way (``prepare_inputs_for_generation``,
+    ``lm_head``, ``GenerationMixin``)."""
+    if not methods and not attributes and not bases:
+        return True
+    seen: set[str] = set()
+    todo = [name]
+    while todo:
+        current = todo.pop()
+        if current in seen or current not in info.classes:
+            continue
+        seen.add(current)
+        found = info.classes[current]
+        own = {base.rsplit(".", 1)[-1] for base in found.bases}
+        if (
+            any(m in found.methods for m in methods)
+            or any(a in found.submodules for a in attributes)
+            or own & set(bases)
+        ):
+            return True
+        todo.extend(found.bases)
+    return False
+
+
 def depth_of(function_qualname: str | None) -> int:
     """Indentation depth of a top-level statement in a function body (method: 2, function: 1)."""
     if function_qualname is None:

@@ -31,17 +31,35 @@ def preserve(
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag == "equal":
             out.extend(old[i1:i2])
-        elif tag == "replace" and i2 - i1 == j2 - j1:
+        elif tag == "replace" and i2 - i1 == j2 - j1 and all(_alike(o, n) for o, n in zip(old[i1:i2], new[j1:j2])):
             out.extend(_merge(o, n, reformat, depth) for o, n in zip(old[i1:i2], new[j1:j2]))
         else:
             fresh = [_fresh(n, reformat, depth) for n in new[j1:j2]]
-            if fresh and i1 < i2 and getattr(old[i1], "leading_lines", None) and hasattr(fresh[0], "leading_lines"):
-                fresh[0] = fresh[0].with_changes(leading_lines=old[i1].leading_lines)  # its blank lines, comments
+            lines = _comments_of(old[i1:i2])
+            if fresh and lines and hasattr(fresh[0], "leading_lines"):
+                fresh[0] = fresh[0].with_changes(leading_lines=lines)
             out.extend(fresh)
     kept = any(stmt is old[0] for stmt in out) if old else True
     if out and not kept and getattr(old[0], "leading_lines", None) and hasattr(out[0], "leading_lines"):
         out[0] = out[0].with_changes(leading_lines=old[0].leading_lines)  # the run's comments stay on top
     return out
+
+
+def _alike(old: cst.BaseStatement, new: cst.BaseStatement) -> bool:
+    """A compound statement whose header changed: its block (and comments) stay where they are."""
+    return type(old) is type(new) and isinstance(new, _COMPOUND)
+
+
+def _comments_of(run: Sequence[cst.BaseStatement]) -> list[cst.EmptyLine]:
+    """The lines above the first statement of a replaced run, then every comment line above the others: what
+    they say is about the code the replacement does now, so it goes above all of it (a comment on the `torch.cat`
+    of a past goes above the `update()` that concatenates now, not beside the reshape after it)."""
+    if not run:
+        return []
+    lines = list(getattr(run[0], "leading_lines", ()))
+    for stmt in run[1:]:
+        lines.extend(line for line in getattr(stmt, "leading_lines", ()) if line.comment is not None)
+    return lines
 
 
 def _key(stmt: cst.BaseStatement) -> str:

@@ -23,6 +23,7 @@ from ..results import Options
 from .runner import Failure, Result, changed_meanwhile, changed_since_read, failed, run
 from .signals import Interrupted, StopOnSignal
 from ..source.writing import is_read_only, read_only_diagnostic, write_atomically
+from ..edit.width import width_note
 
 EXIT_OK, EXIT_CHANGES, EXIT_INTERNAL = 0, 1, 123
 
@@ -105,6 +106,10 @@ class _Run:
             if self.batch.show_diff:
                 self.show.diff(unified_diff(result.path, result.original, result.migrated))
         self.show.file(result.path, result.status, verb_of(result, self.batch.writes), result.seconds, result.how)
+        if result.changed and self.batch.verbose and not self.batch.quiet:
+            self.show.err(
+                f"  inserted code of {result.path}: {width_note(self.batch.options.line_length, result.original)}"
+            )
 
     def write_report(self, seconds: float, interrupted: Interrupted | None) -> bool:
         """Write the JSON report; False (and an error said) when it cannot be written (a full disk...)."""

@@ -81,7 +81,7 @@ def check_report(report: Path | None) -> None:
         fail(f"--report {problem}")
 
 
-def settings(paths, era, tier, rules, line_length) -> tuple[Config, str, str, tuple[Path, ...], int]:
+def settings(paths, era, tier, rules, line_length) -> tuple[Config, str, str, tuple[Path, ...], int | None]:
     try:
         config = load_config(find_pyproject([Path(p) for p in paths]))
     except ConfigError as exc:
@@ -92,7 +92,8 @@ def settings(paths, era, tier, rules, line_length) -> tuple[Config, str, str, tu
         era or config.era,
         tier or config.tier,
         tuple(Path(r) for r in rules) + config.rules,
-        line_length or config.line_length or 88,  # None when not given: --line-length is at least 1
+        # None when neither says: each file's own width (--line-length is at least 1)
+        line_length or config.line_length,
     )
 
 

@@ -16,6 +16,7 @@ from .batch import EXIT_CHANGES, EXIT_INTERNAL, EXIT_OK, Batch, verb_of
 from .progress import Reporter
 from ..edit.render import unified_diff
 from .runner import Failure, migrate_one
+from ..edit.width import width_note
 
 
 def migrate_stdin(data: bytes, name: str | None, batch: Batch, excluded: bool) -> int:
@@ -39,6 +40,8 @@ def migrate_stdin(data: bytes, name: str | None, batch: Batch, excluded: bool) -
         if batch.show_diff and result.changed:
             show.diff(unified_diff(path, result.original, result.migrated))
         show.file(path, result.status, verb_of(result, batch.writes), result.seconds, result.how)
+        if result.changed and batch.verbose and not batch.quiet:
+            show.err(f"  inserted code of {path}: {width_note(batch.options.line_length, result.original)}")
     if batch.writes:
         stdout.write(output)
         stdout.flush()

@@ -23,10 +23,11 @@ from ..traverse import findall
 class Reformat:
     """How edited code is re-laid out when it no longer fits: one simple statement, or a ``def`` header."""
 
-    def statement(self, stmt: cst.SimpleStatementLine, depth: int) -> cst.SimpleStatementLine:
+    def statement(self, stmt: cst.SimpleStatementLine, depth: int, original=None) -> cst.SimpleStatementLine:
+        """``stmt``, edited from ``original`` (None: no original to compare with)."""
         return stmt
 
-    def header(self, compound: cst.BaseCompoundStatement, depth: int) -> cst.BaseCompoundStatement:
+    def header(self, compound: cst.BaseCompoundStatement, depth: int, original=None) -> cst.BaseCompoundStatement:
         """A ``def``, ``if`` or ``while`` whose header an edit changed (parameters, test)."""
         return compound
 
@@ -129,7 +130,9 @@ class _Applier(cst.CSTTransformer):
             if asked and self.reformat is not None and type(result) is type(original):
                 simple = isinstance(original, cst.SimpleStatementLine)
                 formatted = (
-                    self.reformat.statement(result, self.depth) if simple else self.reformat.header(result, self.depth)
+                    self.reformat.statement(result, self.depth, original)
+                    if simple
+                    else self.reformat.header(result, self.depth, original)
                 )
                 if formatted is not result:
                     part = "node" if simple else "header"
@@ -179,6 +182,8 @@ class _Applier(cst.CSTTransformer):
         before: dict[int, list] = defaultdict(list)  # statements that go before original statement number i
         for edit in self.splices[original]:  # rule order within one index
             built = [self._renamed(stmt) for stmt in edit.build(self.resolve)]
+            if not edit.count and not before[edit.index] and not isinstance(original, cst.Module):
+                built = _apart(built, body_of[edit.index] if edit.index < len(body_of) else None)
             self.pending.discard(edit)
             self.changes[edit.rule] += 1
             for stmt in edit.statements:
@@ -237,6 +242,22 @@ class _Applier(cst.CSTTransformer):
             self.extra_claims.extend((rule, original.orelse, "node") for rule in rules)
             return result.with_changes(orelse=None)
         return result
+
+
+def _apart(built: list, following: cst.CSTNode | None) -> list:
+    """Code inserted before a statement that a blank line sets apart is a block of its own when it is more than
+    one simple statement (a set-up, an ``if``): it gets the same blank line above it (the statement keeps its own),
+    so the logical blocks stay apart. One simple statement (a class attribute) joins the block above it."""
+    blanks = []
+    for line in getattr(following, "leading_lines", ()):
+        if line.comment is not None:
+            break
+        blanks.append(line)
+    if not built or not blanks or built[0].leading_lines:
+        return built
+    if len(built) == 1 and isinstance(built[0], cst.SimpleStatementLine):
+        return built
+    return [built[0].with_changes(leading_lines=blanks), *built[1:]]
 
 
 class _Renamer(cst.CSTTransformer):

@@ -13,7 +13,11 @@ import functools
 def _mode(line_length: int):
     import black
 
-    return black.Mode(line_length=line_length)
+    # a snippet alone shows black no target version; the files it goes into run on Python 3.7+ (transformers' own
+    # floor is higher), whose features black assumes when it formats the whole file (a trailing comma after
+    # **kwargs in an exploded signature)
+    modern = {v for v in black.TargetVersion if v.value >= black.TargetVersion.PY37.value}
+    return black.Mode(line_length=line_length, target_versions=modern)
 
 
 def format_statements(code: str, depth: int, line_length: int) -> str:

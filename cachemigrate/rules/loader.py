@@ -52,7 +52,7 @@ __all__ = ["ROLES", "TIERS", "Era", "Fact", "Rule", "RuleError", "RuleSet", "loa
 
 _RULE_KEYS = {
     "id", "name", "description", "era", "tier", "role", "functions", "action", "params", "order", "required",
-    "when", "imports", "replaces", "explain", "helpers",
+    "when", "imports", "replaces", "explain", "helpers", "notice",
 }  # fmt: skip
 
 
@@ -151,6 +151,7 @@ def load_rule(path: Path, era: Era) -> Rule:
         imports=check.str_list("imports", []),
         replaces=check.str_list("replaces", []),
         explain=check.get("explain", str, "a sentence for users", ""),
+        notice=check.get("notice", str, "a sentence for users", ""),
         path=path,
         helpers=check.str_list("helpers", []),
     )

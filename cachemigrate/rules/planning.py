@@ -13,7 +13,7 @@ from ..actions.base import plan_together
 from ..facts.analysis import Locator, ModuleInfo
 from ..facts.boundary import file_layout
 from ..diagnostics import Diagnostic
-from ..edit.edits import Plan
+from ..edit.edits import Plan, Replace
 from .holes import bound_holes, find_facts, functions_in_scope
 from ..edit.imports import plan_imports
 from ..facts.past_length import off_axis_reads
@@ -38,8 +38,9 @@ def plan_rules(
     path: str,
     options: Options,
     locate: Locator,
-) -> tuple[Plan, dict[str, int], list[Diagnostic]]:
-    """Every rule's edits on the original tree, the matches per rule, and the diagnostics of planning."""
+) -> tuple[Plan, dict[str, int], list[Diagnostic], list[Diagnostic]]:
+    """Every rule's edits on the original tree, the matches per rule, the diagnostics of planning, and the notes
+    of the rules that applied (their ``notice``)."""
     views = FileViews(info)
     facts = find_facts(info, era, views)
     layout = file_layout(info, views, facts.get("presents"))
@@ -52,6 +53,7 @@ def plan_rules(
     matched: dict[str, int] = {}
     # diagnostics, and the actions (turned into theirs once they planned)
     found: list = list(off_axis_reads(info, facts, layout.boundary_key, path, locate))
+    notes: list[Diagnostic] = []  # the rules' notices: said, but the file still migrates
     imports: list[str] = []
     undetermined: set[str] = set()  # facts a required rule needed that the file did not show (reported once)
     for rule in rules:
@@ -96,7 +98,7 @@ def plan_rules(
     for action in actions:
         if not action.plans_by_walking():
             action.plan(module)
-    found = [item for entry in found for item in _planned(entry, info, path, locate, matched, imports)]
+    found = [item for entry in found for item in _planned(entry, info, path, locate, matched, imports, notes)]
     every = [edit for action in actions for edit in action.edits]
     for action in actions:
         action.finalize(every)
@@ -105,19 +107,30 @@ def plan_rules(
         found.extend(action.ctx.diagnostics)
     helpers = [(entry, action.rule.path) for action in actions for entry in action.helpers_needed()]
     imports.extend(name for name in helper_imports(module, helpers) if name not in imports)
-    plan.extend(plan_imports(module, era, imports))
-    plan.extend(plan_helpers(module, helpers, lambda code: format_statements(code, 0, options.line_length)))
-    return plan, matched, found
+    top_level = lambda code: format_statements(code, 0, options.line_length)  # noqa: E731
+    plan.extend(plan_imports(module, era, imports, top_level))
+    plan.extend(plan_helpers(module, helpers, top_level))
+    return plan, matched, found, notes
 
 
-def _planned(entry, info: ModuleInfo, path: str, locate: Locator, matched: dict, imports: list) -> list[Diagnostic]:
-    """A diagnostic of planning as it is, or for an action that planned: its matches and imports counted, and
-    CM901 for a required rule that found nothing (and did not say why)."""
+def _notices(rule: Rule, edits, path: str, locate: Locator) -> list[Diagnostic]:
+    """The rule's notice at each place it changed (once per line)."""
+    lines = sorted({locate(e.node if isinstance(e, Replace) else (e.statements or (e.block,))[0]) for e in edits})
+    return [Diagnostic(path, line, column, rule.id, rule.notice) for line, column in lines]
+
+
+def _planned(
+    entry, info: ModuleInfo, path: str, locate: Locator, matched: dict, imports: list, notes: list
+) -> list[Diagnostic]:
+    """A diagnostic of planning as it is, or for an action that planned: its matches, imports and notices
+    counted, and CM901 for a required rule that found nothing (and did not say why)."""
     if isinstance(entry, Diagnostic):
         return [entry]
     action, rule = entry, entry.rule
     if action.edits:
         matched[rule.id] = action.changes or len(action.edits)
+        if rule.notice:
+            notes.extend(_notices(rule, action.edits, path, locate))
         imports.extend(name for name in rule.imports if name not in imports)
     elif rule.required and action.ctx.functions and not action.ctx.diagnostics:  # one that said why: not twice
         functions = sorted(action.ctx.functions)

@@ -93,6 +93,7 @@ class Rule:
     imports: tuple[str, ...] = ()
     replaces: tuple[str, ...] = ()
     explain: str = ""  # said when a required rule finds nothing: what prevents it and what to do
+    notice: str = ""  # said where the rule applied, as a note (the file still migrates): why code a reviewer misses
     path: Path | None = None
     helpers: tuple[str, ...] = ()  # ``module:name`` definitions of ``rules/vendor/`` the rule's code uses
 

@@ -202,7 +202,18 @@ def plan_helpers(
     statements = list(cst.parse_module(code).body)
     two_blank = [cst.EmptyLine(indent=False), cst.EmptyLine(indent=False)]
     statements = [s.with_changes(leading_lines=[*two_blank, *_comments(s)]) for s in statements]
-    return [Splice(VENDOR_RULE, module, index, 0, lambda _resolve, s=statements: s, ())]
+    following = module.body[index] if index < len(module.body) else None
+    blanks = [line for line in getattr(following, "leading_lines", ()) if line.comment is None]
+    if following is None or len(blanks) >= 2:
+        return [Splice(VENDOR_RULE, module, index, 0, lambda _resolve, s=statements: s, ())]
+
+    def build(resolve, s=statements, following=following):  # two blank lines after a definition, as black has it
+        after = resolve.statements([following])
+        if after:
+            after[0] = after[0].with_changes(leading_lines=[*two_blank, *_comments(after[0])])
+        return [*s, *after]
+
+    return [Splice(VENDOR_RULE, module, index, 1, build, ())]
 
 
 def _comments(stmt: cst.CSTNode) -> list[cst.EmptyLine]:
