@@ -29,6 +29,7 @@ from .excerpts import quote, source_line
 from .imports import IMPORTS_RULE
 from .first_step import first_step_diagnostics
 from .leftovers import edited_functions, edited_tops, leftover_diagnostics, unbound_names
+from .withdrawn import note_withdrawn
 from .outside import explain as explain_outside
 from .planning import plan_rules
 from .reach import unreachable_cache
@@ -278,6 +279,7 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
         # a rule could not be applied, so the file stays as it is anyway: what the user can act on is why, not
         # the half-planned code the other rules would have left
         found.extend(leftover_diagnostics(before, reparsed, edited, functions, era, path, locate))
+        found = note_withdrawn(found, module, before, ruleset, options, path, locate)
         return done("failed", diags=found, applied=dict(matched))
     if unbound:
         function, names = unbound
@@ -293,5 +295,6 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
     found.extend(removed_uses(module, new_module, era, path, locate))
     applied = {rule: count for rule, count in matched.items()}
     if found:
+        found = note_withdrawn(found, module, before, ruleset, options, path, locate)
         return done("failed", diags=found, applied=applied)
     return done("migrated", migrated=migrated, applied=applied)
