@@ -35,7 +35,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # run from a checkout without installing
 
-from cachemigrate.walk import Selection, collect  # noqa: E402
+from cachemigrate.source.walk import Selection, collect  # noqa: E402
 
 GOALS = {
     "b1": 0.5,  # (b) -j 1 CPU <= 0.5 x (a)
@@ -58,7 +58,7 @@ def child(args: list[str], cache: Path) -> tuple[float, float, int]:
     env = {**os.environ, "CACHEMIGRATE_CACHE_DIR": str(cache), "PYTHONPATH": str(REPO)}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "cachemigrate.cli", *args], env=env, capture_output=True)
+    done = subprocess.run([sys.executable, "-m", "cachemigrate.cli.main", *args], env=env, capture_output=True)
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -82,7 +82,7 @@ def gpt2_ratio(models: Path, repeats: int = 2) -> tuple[float, float]:
     import libcst
 
     from cachemigrate.engine import Options, migrate_source
-    from cachemigrate.rules import load_ruleset
+    from cachemigrate.rules.loader import load_ruleset
 
     code = (models / "gpt2" / "modeling_gpt2.py").read_text(encoding="utf-8")
     ruleset, options = load_ruleset("4.52"), Options(line_length=119)

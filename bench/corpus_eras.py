@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a ch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from cachemigrate.engine import Options  # noqa: E402
-from cachemigrate.rules import load_ruleset  # noqa: E402
+from cachemigrate.rules.loader import load_ruleset  # noqa: E402
 from corpuskit.migrating import Migration, migrate_with  # noqa: E402
 from corpuskit.sources import read_source, resolve  # noqa: E402
 

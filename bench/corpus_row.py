@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
 from cachemigrate.engine import Options, migrate_source  # noqa: E402
-from cachemigrate.rules import load_ruleset  # noqa: E402
+from cachemigrate.rules.loader import load_ruleset  # noqa: E402
 
 # The encoder-decoder ("next_decoder_cache") family of transformers 4.51.3, as in-scope files under models/.
 ENCDEC_FAMILY = """

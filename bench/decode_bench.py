@@ -33,7 +33,7 @@ def migrate_gpt2(folder: Path) -> tuple[Path, Path]:
     import transformers
 
     from cachemigrate.engine import Options, migrate_source
-    from cachemigrate.rules import load_ruleset
+    from cachemigrate.rules.loader import load_ruleset
 
     source = Path(transformers.__file__).parent / "models" / "gpt2" / "modeling_gpt2.py"
     (folder / "original").mkdir(parents=True)

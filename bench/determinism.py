@@ -40,7 +40,7 @@ def run_once(source: Path, copies: int, tier: str, jobs: int) -> tuple[set[str],
         command = [
             sys.executable,
             "-m",
-            "cachemigrate.cli",
+            "cachemigrate.cli.main",
             "migrate",
             "-q",
             "--no-cache",

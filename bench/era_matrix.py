@@ -88,7 +88,7 @@ def migrate(work: Path, era: str, originals: dict[str, Path]) -> dict[str, dict]
     command = [
         sys.executable,
         "-m",
-        "cachemigrate.cli",
+        "cachemigrate.cli.main",
         "migrate",
         "--era",
         era,

@@ -7,13 +7,13 @@
 Get a release without installing it: ``pip download --no-deps transformers==5.24.0 -d /tmp/tf`` (never commit it).
 
 For every file, through the same bytes-in, bytes-out path as ``cachemigrate migrate``
-(:func:`cachemigrate.runner.migrate_bytes`):
+(:func:`cachemigrate.cli.runner.migrate_bytes`):
 
 - no internal error (an exception out of the engine);
 - a migrated file compiles (``compile()``);
 - a second run over the migrated output changes nothing;
 - a file that is not migrated comes back byte-identical;
-- a file the prefilter answers without the engine (:mod:`cachemigrate.prefilter`, as ``migrate`` uses it) is one
+- a file the prefilter answers without the engine (:mod:`cachemigrate.source.prefilter`, as ``migrate`` uses it) is one
   the engine reports clean: the prefilter is only ever right.
 
 Prints a table of counts and the violations; exits 1 on any violation.
@@ -35,9 +35,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
 from cachemigrate.engine import Options  # noqa: E402
-from cachemigrate.prefilter import nothing_to_migrate  # noqa: E402
-from cachemigrate.rules import load_ruleset  # noqa: E402
-from cachemigrate.runner import migrate_bytes  # noqa: E402
+from cachemigrate.source.prefilter import nothing_to_migrate  # noqa: E402
+from cachemigrate.rules.loader import load_ruleset  # noqa: E402
+from cachemigrate.cli.runner import migrate_bytes  # noqa: E402
 
 MODELING = re.compile(r"(?:^|/)transformers/models/[^/]+/modeling_(?!tf_|flax_)[^/]+\.py$")
 CHECKS = (

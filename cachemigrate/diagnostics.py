@@ -25,7 +25,7 @@ UNKNOWN_IDIOM = "CM900"  # a legacy use of the cache that no rule rewrote
 RULE_NOT_APPLIED = "CM901"  # a required rule found nothing to rewrite in its role
 PARSE_ERROR = "CM902"  # the file is not valid Python
 NO_ROLES = "CM903"  # legacy cache code was found but the attention/block/model roles were not
-# Codes of reading and writing files (cachemigrate.source, cachemigrate.writing).
+# Codes of reading and writing files (cachemigrate.source.decode, cachemigrate.source.writing).
 UNREADABLE = "CM904"  # not text, an unknown or wrong encoding, or an I/O error on reading: left unchanged
 READ_ONLY = "CM905"  # the file (or the target of its symlink) is read-only: not rewritten
 UNWRITABLE = "CM906"  # writing the migrated file failed (or it cannot be encoded back): left unchanged

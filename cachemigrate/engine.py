@@ -1,12 +1,12 @@
 """The engine: apply an era's rules for one tier to one file, all or nothing, and prove what changed.
 
 1. A text prefilter skips files that never name a cache variable (they are not parsed).
-2. The file is parsed once and analysed once (:mod:`cachemigrate.analysis`): roles, cache uses, facts.
+2. The file is parsed once and analysed once (:mod:`cachemigrate.facts.analysis`): roles, cache uses, facts.
 3. A file with no legacy cache use is left as it is.
 4. Each rule of the tier plans edits on the original tree, scoped to its role (:mod:`cachemigrate.actions`);
-   the imports they need are planned through ``AddImportsVisitor`` (:mod:`cachemigrate.imports`).
-5. All edits are applied in one pass (:mod:`cachemigrate.apply`).
-6. The region proof (:mod:`cachemigrate.audit`): outside what the edits claimed, the migrated text must be the
+   the imports they need are planned through ``AddImportsVisitor`` (:mod:`cachemigrate.edit.imports`).
+5. All edits are applied in one pass (:mod:`cachemigrate.edit.apply`).
+6. The region proof (:mod:`cachemigrate.proof.audit`): outside what the edits claimed, the migrated text must be the
    original byte for byte. A violation is an internal error naming the rule; the file is returned unchanged.
 7. The edited functions are analysed again. Any legacy use left, or any required rule that found nothing, is
    reported with the original file:line and the file is returned unchanged: never half-migrated.
@@ -19,26 +19,26 @@ import time
 import libcst as cst
 
 from . import diagnostics as codes
-from .analysis import Locator, ModuleInfo, analyze
-from .apply import ApplyError, Reformat, apply_plan
-from .audit import Offsets, claims_of, find_violation
+from .facts.analysis import Locator, ModuleInfo, analyze
+from .edit.apply import ApplyError, Reformat, apply_plan
+from .proof.audit import Offsets, claims_of, find_violation
 from .diagnostics import Diagnostic
-from .edits import Plan
-from .converters import find_converters
+from .edit.edits import Plan
+from .facts.converters import find_converters
 from .excerpts import quote, source_line
-from .imports import IMPORTS_RULE
-from .first_step import first_step_diagnostics
-from .leftovers import edited_functions, edited_tops, leftover_diagnostics, unbound_names
-from .withdrawn import note_withdrawn
-from .outside import explain as explain_outside
-from .planning import plan_rules
-from .reach import unreachable_cache
-from .removed import removed_uses
-from .render import format_statements
+from .edit.imports import IMPORTS_RULE
+from .proof.first_step import first_step_diagnostics
+from .proof.leftovers import edited_functions, edited_tops, leftover_diagnostics, unbound_names
+from .facts.outside import explain as explain_outside
+from .rules.planning import plan_rules
+from .facts.reach import unreachable_cache
+from .rules.removed import removed_uses
+from .rules.withdrawn import note_withdrawn
+from .edit.render import format_statements
 from .results import FileResult, Options
-from .schema import Era, Rule, RuleSet
-from .suppressed_edits import NOTHING, leave_out
-from .suppression import skips_file
+from .rules.schema import Era, Rule, RuleSet
+from .edit.suppressed import NOTHING, leave_out
+from .source.suppression import skips_file
 
 
 class RegionViolation(RuntimeError):

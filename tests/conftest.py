@@ -20,7 +20,7 @@ def fixtures_dir() -> Path:
 @pytest.fixture(scope="session")
 def ruleset_452():
     """The built-in rules of era 4.52."""
-    from cachemigrate.rules import load_ruleset
+    from cachemigrate.rules.loader import load_ruleset
 
     return load_ruleset("4.52")
 

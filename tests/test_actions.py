@@ -10,9 +10,9 @@ import libcst as cst
 import pytest
 
 from cachemigrate.actions import ACTIONS
-from cachemigrate.analysis import analyze
+from cachemigrate.facts.analysis import analyze
 from cachemigrate.engine import Options, apply_rules
-from cachemigrate.rules import Rule, RuleError, _Checker, load_ruleset
+from cachemigrate.rules.loader import Rule, RuleError, _Checker, load_ruleset
 
 RULESET = load_ruleset("4.52")
 ERA = RULESET.era

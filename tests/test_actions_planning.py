@@ -7,7 +7,7 @@ from pathlib import Path
 from test_actions import MODEL, dedent, make_rule, model, run
 
 from cachemigrate.engine import Options, migrate_source
-from cachemigrate.rules import load_ruleset
+from cachemigrate.rules.loader import load_ruleset
 
 RULESET = load_ruleset("4.52")
 

@@ -1,10 +1,10 @@
-"""Roles and structure found by cachemigrate.analysis on small inline sources."""
+"""Roles and structure found by cachemigrate.facts.analysis on small inline sources."""
 
 import textwrap
 
 import libcst as cst
 
-from cachemigrate.analysis import analyze
+from cachemigrate.facts.analysis import analyze
 
 NAMES = ("layer_past", "past_key_value", "past_key_values", "past")
 

@@ -6,7 +6,7 @@ import textwrap
 
 import libcst as cst
 
-from cachemigrate.analysis import analyze
+from cachemigrate.facts.analysis import analyze
 
 
 def test_an_empty_tuple_assigned_to_an_attribute_in_init_is_not_a_crash():

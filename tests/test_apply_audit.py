@@ -7,9 +7,9 @@ import libcst as cst
 import libcst.matchers as m
 import pytest
 
-from cachemigrate.apply import ApplyError, apply_plan
-from cachemigrate.audit import Claim, Offsets, claims_of, find_violation
-from cachemigrate.edits import Plan, Replace, Splice, remove
+from cachemigrate.edit.apply import ApplyError, apply_plan
+from cachemigrate.proof.audit import Claim, Offsets, claims_of, find_violation
+from cachemigrate.edit.edits import Plan, Replace, Splice, remove
 
 SOURCE = textwrap.dedent("""\
     # header

@@ -1,4 +1,4 @@
-"""The result cache (cachemigrate.cache): a re-run on unchanged bytes answers from it with the same output; any
+"""The result cache (cachemigrate.cli.result_cache): a re-run on unchanged bytes answers from it with the same output; any
 change of the bytes, the rules or the options is a miss; what depends on more than the bytes is never stored."""
 
 import json
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cachemigrate.cache import KEEP_CONTEXTS, ResultCache, context_key, digest
-from cachemigrate.cli import main
+from cachemigrate.cli.result_cache import KEEP_CONTEXTS, ResultCache, context_key, digest
+from cachemigrate.cli.main import main
 from cachemigrate.results import FileResult, Options
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -152,7 +152,7 @@ def test_a_warm_run_imports_neither_libcst_nor_black(fork):
     """Every file answered by the prefilter or the cache: the engine's dependencies are never loaded."""
     assert cli("--check", fork).exit_code == 1  # fills the cache (and checks the rules once)
     code = (
-        "import sys\nfrom cachemigrate.cli import main\n"
+        "import sys\nfrom cachemigrate.cli.main import main\n"
         "try:\n    main(['migrate', '--era', '4.52', '--check', sys.argv[1]])\n"
         "except SystemExit as exc:\n    status = exc.code\n"
         "print(status, sorted({m.split('.')[0] for m in sys.modules} & {'libcst', 'black'}))"

@@ -1,4 +1,4 @@
-"""The layout facts (cachemigrate.layout, converters, boundary, conversions) on the layout fixtures of this repo and
+"""The layout facts (cachemigrate.facts.layout, converters, boundary, conversions) on the layout fixtures of this repo and
 small snippets: what each file's cache layout is read as, why an unknown one is unknown, and the views written."""
 
 from pathlib import Path
@@ -6,14 +6,14 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from cachemigrate.analysis import analyze
-from cachemigrate.boundary import file_layout
-from cachemigrate.conversions import Unconvertible, from_cache, to_cache
-from cachemigrate.converters import find_converters
-from cachemigrate.facts import find_facts
-from cachemigrate.layout import TensorLayout
-from cachemigrate.rules import load_ruleset
-from cachemigrate.views import FileViews
+from cachemigrate.facts.analysis import analyze
+from cachemigrate.facts.boundary import file_layout
+from cachemigrate.facts.conversions import Unconvertible, from_cache, to_cache
+from cachemigrate.facts.converters import find_converters
+from cachemigrate.rules.holes import find_facts
+from cachemigrate.facts.layout import TensorLayout
+from cachemigrate.rules.loader import load_ruleset
+from cachemigrate.rules.file_views import FileViews
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "4.52"
 ERA = load_ruleset("4.52").era
@@ -246,8 +246,8 @@ class Attention(nn.Module):
 )
 def test_a_past_moved_to_the_kernel_layout_for_its_concatenation_is_stored_standard(concatenation, standard):
     """Bark's and BART's flash classes: the cache itself keeps [b, h, s, d] (a file with them migrates)."""
-    from cachemigrate.layout import Unknown, attention_layout
-    from cachemigrate.ranks import RankScope
+    from cachemigrate.facts.layout import Unknown, attention_layout
+    from cachemigrate.views.ranks import RankScope
 
     code = KERNEL_ATTENTION.replace("{concatenation}", concatenation)
     info = analyze(cst.parse_module(code), ERA.cache_names)

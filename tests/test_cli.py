@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cachemigrate.cli import main
+from cachemigrate.cli.main import main
 from conftest import summary_of
-from cachemigrate.rules import load_ruleset
+from cachemigrate.rules.loader import load_ruleset
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 BEFORE = FIXTURES / "4.52" / "full" / "before.py"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cachemigrate.cli import main
+from cachemigrate.cli.main import main
 from conftest import summary_of
 
 REPO = Path(__file__).resolve().parent.parent
@@ -69,7 +69,7 @@ def test_a_progress_bar_on_a_terminal(fork):
     leader, follower = pty.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # a terminal 100 columns wide
     env = {**os.environ, "TERM": "xterm"}
-    command = [sys.executable, "-m", "cachemigrate.cli", "migrate", "--era", "4.52", "--check", str(fork)]
+    command = [sys.executable, "-m", "cachemigrate.cli.main", "migrate", "--era", "4.52", "--check", str(fork)]
     process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=follower, stderr=follower, env=env, cwd=REPO)
     os.close(follower)
     chunks = []

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from cachemigrate.engine import Options, migrate_source
-from cachemigrate.rules import load_ruleset
+from cachemigrate.rules.loader import load_ruleset
 
 pytestmark = pytest.mark.corpus
 
@@ -156,7 +156,7 @@ def test_migrate_path_does_not_import_torch(tmp_path):
     shutil.copy(source, copy)
     script = textwrap.dedent(f"""
         import sys
-        from cachemigrate.cli import main
+        from cachemigrate.cli.main import main
         try:
             main(["migrate", "-q", {str(copy)!r}])
         except SystemExit as exit:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from cachemigrate.engine import Options, migrate_source
-from cachemigrate.rules import load_ruleset
+from cachemigrate.rules.loader import load_ruleset
 
 pytestmark = pytest.mark.corpus
 

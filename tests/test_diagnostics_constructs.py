@@ -117,7 +117,7 @@ def test_a_past_built_by_the_model_and_a_loop_over_the_past_are_one_diagnostic_e
 def test_the_standard_concatenation_is_not_taken_for_one_between_other_tensors():
     import libcst as cst
 
-    from cachemigrate.leftover_reasons import between_others
+    from cachemigrate.facts.constructs import between_others
 
     for cats, expected in ((STANDARD_CAT, 0), (MIDDLE_CAT, 4)):  # the subscript and its name, in each statement
         module = cst.parse_module(_code(cats))

@@ -20,7 +20,7 @@ RUNTIMES = [
     (os.environ.get("CACHEMIGRATE_TF5_PYTHON", "/work/venvs/tf524/bin/python"), "5.", "5"),
 ]
 READ = (
-    "import json, sys; from cachemigrate.eras import era_for_installed; "
+    "import json, sys; from cachemigrate.rules.eras import era_for_installed; "
     "print(json.dumps([*era_for_installed(), 'transformers' in sys.modules]))"
 )
 
@@ -53,7 +53,7 @@ def test_the_command_line_says_which_era_it_chose_and_why(tmp_path):
     source = tmp_path / "modeling_clean.py"
     source.write_text("def f(x):\n    return x\n")
     done = subprocess.run(
-        [sys.executable, "-m", "cachemigrate.cli", "migrate", "--check", "--no-cache", str(source)],
+        [sys.executable, "-m", "cachemigrate.cli.main", "migrate", "--check", "--no-cache", str(source)],
         capture_output=True,
         text=True,
         env=_env(),

@@ -11,7 +11,7 @@ import pytest
 from cachemigrate.engine import Options, migrate_source
 from cachemigrate.probe.cross import run_cross_probe
 from cachemigrate.probe.report import PASS, SKIP
-from cachemigrate.rules import load_ruleset
+from cachemigrate.rules.loader import load_ruleset
 
 REPO = Path(__file__).resolve().parent.parent
 TINYFORK = REPO / "fixtures" / "tinyfork" / "tinyfork"

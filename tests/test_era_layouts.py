@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cachemigrate.engine import Options, migrate_source
-from cachemigrate.rules import load_ruleset
+from cachemigrate.rules.loader import load_ruleset
 
 KESTREL = Path(__file__).resolve().parent.parent / "fixtures" / "4.52" / "CM306" / "before.py"
 LAYOUT_RULES = {"CM010", "CM300", "CM306", "CM307", "CM018"}

@@ -1,5 +1,5 @@
-"""What an era's runtime removed (cachemigrate/removed.py, CM908; rules that write a removed name are rejected at
-load) and the vendored helpers (cachemigrate/vendor.py: inserted once, with what they use; a file's own
+"""What an era's runtime removed (cachemigrate/rules/removed.py, CM908; rules that write a removed name are rejected at
+load) and the vendored helpers (cachemigrate/rules/vendor.py: inserted once, with what they use; a file's own
 definition wins)."""
 
 import shutil
@@ -9,11 +9,11 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from cachemigrate.analysis import Locator, analyze
+from cachemigrate.facts.analysis import Locator, analyze
 from cachemigrate.engine import Options, apply_rules, migrate_source
-from cachemigrate.removed import imported, removed_uses
-from cachemigrate.rules import RuleError, load_ruleset
-from cachemigrate.vendor import closure, helper_imports
+from cachemigrate.rules.removed import imported, removed_uses
+from cachemigrate.rules.loader import RuleError, load_ruleset
+from cachemigrate.rules.vendor import closure, helper_imports
 
 REPO = Path(__file__).resolve().parent.parent
 FIVE = load_ruleset("5")

@@ -12,9 +12,9 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from cachemigrate.analysis import analyze
+from cachemigrate.facts.analysis import analyze
 from cachemigrate.engine import Options, apply_rules
-from cachemigrate.rules import load_ruleset
+from cachemigrate.rules.loader import load_ruleset
 
 REPO = Path(__file__).resolve().parent.parent
 ERAS = ("4.56", "5", "portable")

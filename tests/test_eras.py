@@ -1,4 +1,4 @@
-"""Eras that extend another (`extends` in era.toml): what the light-weight era reader (cachemigrate.eras, no libcst)
+"""Eras that extend another (`extends` in era.toml): what the light-weight era reader (cachemigrate.rules.eras, no libcst)
 says about them must agree with the full rule set the engine loads."""
 
 import shutil
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from cachemigrate import eras
-from cachemigrate.rules import load_ruleset
+from cachemigrate.rules import eras
+from cachemigrate.rules.loader import load_ruleset
 
 REPO = Path(__file__).resolve().parent.parent
 INHERITING = [era for era in eras.available_eras() if eras.lineage(era)[1:]]

@@ -15,8 +15,8 @@ import pytest
 
 from cachemigrate import diagnostics as codes
 from cachemigrate.engine import Options, migrate_source
-from cachemigrate.rules import load_ruleset
-from cachemigrate.schema import RuleSet
+from cachemigrate.rules.loader import load_ruleset
+from cachemigrate.rules.schema import RuleSet
 
 torch = pytest.importorskip("torch")
 cache_utils = pytest.importorskip("transformers.cache_utils")

@@ -19,10 +19,10 @@ from hypothesis import strategies as st
 from libcst.metadata import FunctionScope, MetadataWrapper, ScopeProvider
 
 from cachemigrate.engine import Options, migrate_source
-from cachemigrate.eras import available_eras
-from cachemigrate.rules import load_ruleset
-from cachemigrate.runner import migrate_bytes
-from cachemigrate.source import BOM, newline_of
+from cachemigrate.cli.runner import migrate_bytes
+from cachemigrate.rules.loader import load_ruleset
+from cachemigrate.rules.eras import available_eras
+from cachemigrate.source.decode import BOM, newline_of
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 # Whole models (migrated by every tier or refused with a reason) and per-rule excerpts that the whole rule set

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cachemigrate.cli import main
+from cachemigrate.cli.main import main
 from conftest import summary_of
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -144,7 +144,7 @@ def test_a_failed_write_is_a_diagnostic_and_the_file_is_unchanged(folder, monkey
     def full_disk(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("cachemigrate.batch.write_atomically", full_disk)
+    monkeypatch.setattr("cachemigrate.cli.batch.write_atomically", full_disk)
     result = cli(target)
     assert result.exit_code == 1
     assert f"{target}:1:1: CM906 cannot write the file: No space left on device" in result.stdout
@@ -152,7 +152,7 @@ def test_a_failed_write_is_a_diagnostic_and_the_file_is_unchanged(folder, monkey
 
 
 def test_write_atomically_keeps_the_old_bytes_when_writing_fails(tmp_path, monkeypatch):
-    from cachemigrate import writing
+    from cachemigrate.source import writing
 
     target = tmp_path / "m.py"
     target.write_bytes(b"old\n")

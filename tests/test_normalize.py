@@ -1,4 +1,4 @@
-"""The normalised views (cachemigrate.normalize, cachemigrate.ranks): which spellings read the same to a rule, and
+"""The normalised views (cachemigrate.views.normalize, cachemigrate.views.ranks): which spellings read the same to a rule, and
 the near-misses that must not. Views are for matching only; the tests also check that untouched parts of a
 view are the original nodes (a capture is the user's code)."""
 
@@ -8,9 +8,9 @@ import libcst as cst
 import libcst.matchers as m
 import pytest
 
-from cachemigrate.normalize import FunctionViews
-from cachemigrate.patterns import code_of
-from cachemigrate.ranks import RankScope
+from cachemigrate.views.normalize import FunctionViews
+from cachemigrate.views.patterns import code_of
+from cachemigrate.views.ranks import RankScope
 
 
 def views_of(body: str, caches=("past", "layer_past", "past_key_values"), cache_rank=None):

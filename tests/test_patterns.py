@@ -1,11 +1,11 @@
-"""The template engine (cachemigrate.patterns): templates with {holes} compiled to libcst matchers, matched
+"""The template engine (cachemigrate.views.patterns): templates with {holes} compiled to libcst matchers, matched
 layout-insensitively, and filled back in."""
 
 import libcst as cst
 import pytest
 
-from cachemigrate.normalize import normalize_template, normalize_template_expression
-from cachemigrate.patterns import (
+from cachemigrate.views.normalize import normalize_template, normalize_template_expression
+from cachemigrate.views.patterns import (
     TemplateError,
     code_of,
     compile_expression,
@@ -23,7 +23,7 @@ CACHES = {"past", "past_key_values", "layer_past"}  # the names the code below u
 
 def match_expr(template: str, code: str, bound=None):
     """Captures as code strings, or None when the template does not match the normalised view of ``code``
-    (the engine matches views, never raw code: see cachemigrate.normalize)."""
+    (the engine matches views, never raw code: see cachemigrate.views.normalize)."""
     view = normalize_template_expression(cst.parse_expression(code), CACHES)
     found = match_expression(compile_expression(template), view, bound or {})
     return None if found is None else {name: _code(node) for name, node in found.items()}

@@ -1,4 +1,4 @@
-"""The prefilter (cachemigrate.prefilter) says "nothing to migrate" only where the engine would report the file
+"""The prefilter (cachemigrate.source.prefilter) says "nothing to migrate" only where the engine would report the file
 clean: checked on each kind of use, on random function bodies, on every fixture and on real modeling files.
 (bench/robustness.py checks the same on a whole transformers tree; tests/test_robustness.py on a subset.)"""
 
@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cachemigrate.engine import Options, migrate_source
-from cachemigrate.prefilter import nothing_to_migrate
+from cachemigrate.source.prefilter import nothing_to_migrate
 
 REPO = Path(__file__).resolve().parent.parent
 NAMES = ("layer_past", "past_key_value", "past_key_values", "past")
@@ -77,7 +77,7 @@ def _module(body: str, param: str = "past_key_values") -> str:
 
 
 def _engine_clean(code: str) -> bool:
-    from cachemigrate.rules import load_ruleset
+    from cachemigrate.rules.loader import load_ruleset
 
     return migrate_source(code, load_ruleset("4.52"), OPTIONS).status == "clean"
 
@@ -133,7 +133,7 @@ def test_every_fixture_the_prefilter_skips_is_clean_for_the_engine():
 
 def test_the_prefilter_imports_neither_libcst_nor_the_engine():
     code = (
-        "import sys, cachemigrate.prefilter as p\n"
+        "import sys, cachemigrate.source.prefilter as p\n"
         "assert p.nothing_to_migrate('def f(past):\\n    return past.x\\n', ('past',))\n"
         "print(sorted(m for m in sys.modules if m.startswith(('libcst', 'black', 'cachemigrate.engine'))))"
     )

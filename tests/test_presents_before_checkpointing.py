@@ -12,7 +12,7 @@ from conftest import checkpointed_training, load_class
 from test_scenarios import migrate
 from test_actions import ERA, make_rule, model
 
-from cachemigrate.analysis import analyze
+from cachemigrate.facts.analysis import analyze
 from cachemigrate.engine import Options, apply_rules
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "4.52" / "presents_before_checkpointing"

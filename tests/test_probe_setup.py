@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 from test_probe import copy_modeling_file, describe, drop_the_past, hand_migrate_gpt2, statuses
 
-from cachemigrate.cli import main
+from cachemigrate.cli.main import main
 from cachemigrate.probe import CheckResult, exit_status, run_probe, summary_line
 
 pytestmark = pytest.mark.corpus

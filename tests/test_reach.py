@@ -4,7 +4,7 @@ exit 0, and only when no forward of a PreTrainedModel class of the file can take
 import pytest
 
 from cachemigrate.engine import Options, migrate_source
-from cachemigrate.rules import load_ruleset
+from cachemigrate.rules.loader import load_ruleset
 
 TOY = """\
 import torch

@@ -41,7 +41,7 @@ def test_a_subset_of_transformers_4_51_3_keeps_every_property(robustness):
 
 
 def test_the_checks_catch_what_they_look_for(robustness, monkeypatch):
-    from cachemigrate.runner import migrate_bytes
+    from cachemigrate.cli.runner import migrate_bytes
 
     def appends_a_line(data, ruleset, options, path):  # never idempotent, and the second line does not compile
         result = migrate_bytes(data, ruleset, options, path)

@@ -18,9 +18,9 @@ import libcst as cst
 import pytest
 
 from cachemigrate.actions import ACTIONS
-from cachemigrate.analysis import analyze
+from cachemigrate.facts.analysis import analyze
 from cachemigrate.engine import Options, apply_rules, migrate_source
-from cachemigrate.rules import RuleError, load_ruleset
+from cachemigrate.rules.loader import RuleError, load_ruleset
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "4.52"
 RULESET = load_ruleset("4.52")

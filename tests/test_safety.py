@@ -14,14 +14,14 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from cachemigrate import apply as apply_module
+from cachemigrate.edit import apply as apply_module
 from cachemigrate.actions import ACTIONS
 from cachemigrate.actions.replace_statements import ReplaceStatements
 from cachemigrate.actions.replace_statements import _Planner as ReplaceStatementsPlanner
-from cachemigrate.edits import Replace
+from cachemigrate.edit.edits import Replace
 from cachemigrate.engine import Options, migrate_source
-from cachemigrate.rules import load_ruleset
-from cachemigrate.schema import Rule, RuleSet
+from cachemigrate.rules.loader import load_ruleset
+from cachemigrate.rules.schema import Rule, RuleSet
 
 transformers = pytest.importorskip("transformers")
 MODELS = Path(transformers.__file__).parent / "models"
@@ -44,7 +44,7 @@ import hashlib, json, sys
 from pathlib import Path
 import transformers
 from cachemigrate.engine import Options, migrate_source
-from cachemigrate.rules import load_ruleset
+from cachemigrate.rules.loader import load_ruleset
 ruleset = load_ruleset("4.52")
 models = Path(transformers.__file__).parent / "models"
 out = {}

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from cachemigrate.engine import Options, migrate_source
-from cachemigrate.rules import load_ruleset
+from cachemigrate.rules.loader import load_ruleset
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 ERAS = ["4.52"]

@@ -67,7 +67,7 @@ def fork(tmp_path):
 
 def start(fork: Path, jobs: int) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    command = [sys.executable, "-m", "cachemigrate.cli", "migrate", "--era", "4.52", "-j", str(jobs), str(fork)]
+    command = [sys.executable, "-m", "cachemigrate.cli.main", "migrate", "--era", "4.52", "-j", str(jobs), str(fork)]
     return subprocess.Popen(
         command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
     )
@@ -145,7 +145,7 @@ def test_workers_do_not_outlive_a_killed_main_process(fork):
 def test_a_report_is_written_for_an_interrupted_run(fork):
     report = fork / "report.json"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    command = [sys.executable, "-m", "cachemigrate.cli", "migrate", "--era", "4.52", "-j", "2", "--report"]
+    command = [sys.executable, "-m", "cachemigrate.cli.main", "migrate", "--era", "4.52", "-j", "2", "--report"]
     process = subprocess.Popen(
         [*command, str(report), str(fork)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
@@ -158,8 +158,8 @@ def test_a_report_is_written_for_an_interrupted_run(fork):
 
 
 def test_a_signal_during_a_write_waits_for_the_write_and_later_signals_are_ignored(tmp_path):
-    from cachemigrate.signals import Interrupted, StopOnSignal
-    from cachemigrate.writing import write_atomically
+    from cachemigrate.cli.signals import Interrupted, StopOnSignal
+    from cachemigrate.source.writing import write_atomically
 
     target = tmp_path / "m.py"
     target.write_bytes(b"old\n")
@@ -182,7 +182,7 @@ def test_a_signal_during_a_write_waits_for_the_write_and_later_signals_are_ignor
 
 def test_ctrl_c_while_verify_migrates_in_memory_ends_the_workers_and_writes_nothing(fork):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    command = [sys.executable, "-m", "cachemigrate.cli", "verify", "--era", "4.52", "-j", "2", "--tests", "true"]
+    command = [sys.executable, "-m", "cachemigrate.cli.main", "verify", "--era", "4.52", "-j", "2", "--tests", "true"]
     process = subprocess.Popen(
         [*command, str(fork)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True,

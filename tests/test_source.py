@@ -1,5 +1,5 @@
-"""Decoding and encoding source files (cachemigrate.source) and the bytes-in, bytes-out pipeline
-(cachemigrate.runner.migrate_bytes): what must survive a migration byte for byte."""
+"""Decoding and encoding source files (cachemigrate.source.decode) and the bytes-in, bytes-out pipeline
+(cachemigrate.cli.runner.migrate_bytes): what must survive a migration byte for byte."""
 
 from pathlib import Path
 
@@ -7,8 +7,8 @@ import pytest
 
 from cachemigrate.diagnostics import Diagnostic
 from cachemigrate.engine import Options
-from cachemigrate.runner import migrate_bytes
-from cachemigrate.source import BOM, Codec, decode, newline_of
+from cachemigrate.cli.runner import migrate_bytes
+from cachemigrate.source.decode import BOM, Codec, decode, newline_of
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 BEFORE = (FIXTURES / "4.52" / "full" / "before.py").read_bytes()
@@ -105,7 +105,7 @@ def test_a_migrated_file_that_cannot_be_encoded_back_is_left_unchanged(ruleset_4
     cm030 = (FIXTURES.parent / "rules" / "4.52" / "CM030.toml").read_text(encoding="utf-8")
     assert "_supports_cache_class" in cm030
     (rules / "CM030.toml").write_text(cm030.replace('value = "True"', "value = 'bool(\"✓\")'"), encoding="utf-8")
-    from cachemigrate.rules import load_ruleset
+    from cachemigrate.rules.loader import load_ruleset
 
     ruleset = load_ruleset("4.52", (tmp_path,))
     data = b"# -*- coding: latin-1 -*-\n" + BEFORE

@@ -1,12 +1,12 @@
-"""``# cachemigrate: skip``: a file in its header, a statement at its end (cachemigrate.suppression, and the
-engine's hook cachemigrate.suppressed_edits)."""
+"""``# cachemigrate: skip``: a file in its header, a statement at its end (cachemigrate.source.suppression, and the
+engine's hook cachemigrate.edit.suppressed)."""
 
 from pathlib import Path
 
 import pytest
 
 from cachemigrate.engine import Options, migrate_source
-from cachemigrate.suppression import skips_file
+from cachemigrate.source.suppression import skips_file
 
 BEFORE = (Path(__file__).resolve().parent.parent / "fixtures" / "4.52" / "full" / "before.py").read_text()
 OPTIONS = Options(line_length=119)
@@ -14,7 +14,7 @@ CAT_K = "k = torch.cat((past_k, k), dim=-2)"
 
 
 def migrate(code: str):
-    from cachemigrate.rules import load_ruleset
+    from cachemigrate.rules.loader import load_ruleset
 
     return migrate_source(code, load_ruleset("4.52"), OPTIONS, path="modeling_pebble.py")
 
@@ -73,7 +73,7 @@ def test_a_marked_header_leaves_only_the_header_alone():
     assert "layer_past.update(k, v, self.layer_idx)" in result.migrated
     assert header[:-1] + "  # cachemigrate: skip\n" in result.migrated
     # the static tier adds `cache_position` to that signature: left out, and the body cannot do without it
-    from cachemigrate.rules import load_ruleset
+    from cachemigrate.rules.loader import load_ruleset
 
     static = migrate_source(code, load_ruleset("4.52"), Options(tier="static", line_length=119), path="m.py")
     assert static.status == "failed" and static.migrated == code

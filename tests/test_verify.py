@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cachemigrate.cli import main
+from cachemigrate.cli.main import main
 from cachemigrate.verify import compare, Outcome, parse_junit
 
 pytest.importorskip("transformers")
@@ -160,7 +160,7 @@ def test_sigterm_during_the_second_run_restores_the_originals(fork, tmp_path):
     command = [
         sys.executable,
         "-m",
-        "cachemigrate.cli",
+        "cachemigrate.cli.main",
         "verify",
         "--era",
         "4.52",

@@ -1,4 +1,4 @@
-"""Which files a run takes (cachemigrate.walk), directly and through ``cachemigrate migrate``."""
+"""Which files a run takes (cachemigrate.source.walk), directly and through ``cachemigrate migrate``."""
 
 import json
 import os
@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cachemigrate.cli import main
-from cachemigrate.walk import Selection, collect, find_root
+from cachemigrate.cli.main import main
+from cachemigrate.source.walk import Selection, collect, find_root
 
 PLAIN = "x = 1\n"  # nothing to migrate: only which files are taken matters
 

@@ -5,7 +5,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from cachemigrate.engine import Options, migrate_source
-from cachemigrate.rules import load_ruleset
+from cachemigrate.rules.loader import load_ruleset
 
 FUSED = Path(__file__).resolve().parent.parent / "fixtures" / "4.52" / "CM302" / "before.py"
 

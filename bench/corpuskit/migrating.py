@@ -1,5 +1,5 @@
 """Migrating the corpus: every PyTorch modeling file through the same bytes-in, bytes-out path as
-``cachemigrate migrate`` (:func:`cachemigrate.runner.migrate_bytes`), in parallel processes."""
+``cachemigrate migrate`` (:func:`cachemigrate.cli.runner.migrate_bytes`), in parallel processes."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from concurrent.futures import ProcessPoolExecutor
 
 from cachemigrate.diagnostics import UNREACHABLE
 from cachemigrate.engine import Options
-from cachemigrate.rules import load_ruleset
-from cachemigrate.runner import migrate_bytes
+from cachemigrate.rules.loader import load_ruleset
+from cachemigrate.cli.runner import migrate_bytes
 
 from .sources import CorpusFile
 

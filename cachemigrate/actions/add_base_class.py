@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..patterns import code_of
+from ..views.patterns import code_of
 from .base import Action, Planner
 
 
@@ -65,6 +65,6 @@ class _Planner(Planner):
 
 
 def _header_edit(planner: Planner, node: cst.ClassDef, build):
-    from ..edits import Replace
+    from ..edit.edits import Replace
 
     return Replace(planner.action.rule.id, node, build, planner.path_to(node), claim="header")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..patterns import TemplateError, parse_expression
+from ..views.patterns import TemplateError, parse_expression
 from .base import Action, Planner
 from .helpers import append_item
 

@@ -1,6 +1,6 @@
 """What every action shares: the context it runs in, scoping to the rule's role, and planning edits.
 
-An action reads the ORIGINAL tree and plans edits on its nodes (:mod:`cachemigrate.edits`); it never rewrites
+An action reads the ORIGINAL tree and plans edits on its nodes (:mod:`cachemigrate.edit.edits`); it never rewrites
 the tree. The engine applies all rules' edits in one pass and audits that nothing else changed.
 """
 
@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence
 import libcst as cst
 
 from ..diagnostics import Diagnostic
-from ..edits import Edit, Replace, Resolve, Splice, remove
+from ..edit.edits import Edit, Replace, Resolve, Splice, remove
 
 if TYPE_CHECKING:
-    from ..analysis import ModuleInfo
-    from ..schema import Checker, Rule
+    from ..facts.analysis import ModuleInfo
+    from ..rules.schema import Checker, Rule
 
 
 @dataclasses.dataclass
@@ -34,7 +34,7 @@ class ActionContext:
     line_length: int = 88
     options: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # e.g. signature, deprecation_version
     diagnostics: list[Diagnostic] = dataclasses.field(default_factory=list)
-    views: Any = None  # the file's normalised views (cachemigrate.views.FileViews), for matching
+    views: Any = None  # the file's normalised views (cachemigrate.rules.file_views.FileViews), for matching
 
     def error(self, rule: "Rule", where: str | None, message: str, node=None) -> None:
         """A diagnostic located at the (original) ``node``, by default the definition of function ``where``."""
@@ -150,7 +150,7 @@ class Planner(cst.CSTVisitor):
 
     def block_view(self, block: cst.CSTNode) -> list:
         """The normalised view of a block: ViewStatements, each standing for a run of original statements."""
-        from ..normalize import ViewStatement
+        from ..views.normalize import ViewStatement
 
         if self.ctx.views is None:
             return [ViewStatement(stmt, i, 1) for i, stmt in enumerate(block.body)]

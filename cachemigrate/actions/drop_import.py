@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..edits import Replace, remove
-from ..removed import imported
+from ..edit.edits import Replace, remove
+from ..rules.removed import imported
 from .base import Action
 
 

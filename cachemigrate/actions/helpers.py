@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Callable, Mapping
 import libcst as cst
 
 if TYPE_CHECKING:
-    from ..schema import Checker, Rule
+    from ..rules.schema import Checker, Rule
     from .base import ActionContext
 
 
@@ -25,8 +25,8 @@ def depth_of(function_qualname: str | None) -> int:
 def check_holes(check: "Checker", key: str, template: str, captured: set[str]) -> None:
     """A template may only use holes its pattern captures or that are bound (``cache``, ``layers``, facts), and
     only the engine's filters (``{key|key_to_cache}``)."""
-    from ..conversions import FILTERS
-    from ..patterns import filters_in, holes
+    from ..facts.conversions import FILTERS
+    from ..views.patterns import filters_in, holes
 
     unknown = holes(template) - captured - set(getattr(check, "bound_names", ()))
     if unknown:
@@ -93,7 +93,7 @@ def filled_and_formatted(ctx: ActionContext, template: str, values: Mapping, dep
     whose layout is kept; such templates are written black-style."""
     import textwrap
 
-    from ..patterns import fill_statements, holes, to_python
+    from ..views.patterns import fill_statements, holes, to_python
 
     python = to_python(textwrap.dedent(template).strip() + "\n")
     filled = fill_statements(python, values)
@@ -126,14 +126,14 @@ def check_templates(rule: "Rule", check: "Checker", compile_template: Callable, 
     """Load-time checks shared by the pattern actions: ``pattern``/``patterns`` present, each a valid ``kind``
     template, and the replacement (when the action has one) using only holes each pattern captures (or ``extra``
     ones)."""
-    from ..patterns import TemplateError
+    from ..views.patterns import TemplateError
 
     if "patterns" in rule.params:
         check.str_list("params.patterns")
     templates = rule_templates(rule)
     if not templates:
         raise check.fail("params.pattern", f"a {kind} template (or `patterns`, a list of them)")
-    from ..patterns import filters_in
+    from ..views.patterns import filters_in
 
     for template in templates:
         strange = filters_in(template) - PREDICATES

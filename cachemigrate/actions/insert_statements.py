@@ -35,7 +35,7 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from ..patterns import TemplateError, code_of, compile_statements, match_statements, to_python
+from ..views.patterns import TemplateError, code_of, compile_statements, match_statements, to_python
 from .base import Action, Planner
 from .helpers import check_holes, depth_of, filled_and_formatted
 from .moves import assigns as _assigns, move_after_block
@@ -347,7 +347,7 @@ def _edited_to_read(edits, insert, index: int, cache: str, none_safe: bool = Fal
     ``cache``. Edits are built dry, with captures as they are in the original. With ``none_safe``, reads that only
     run when there is a cache (under ``if cache is not None``, ``isinstance(cache, ...)``) do not count. Edits of
     the rules in ``skip`` (the ``after_rule``, whose block goes first by design) do not count either."""
-    from ..edits import Replace, Resolve, Splice
+    from ..edit.edits import Replace, Resolve, Splice
 
     stmt = insert.block.body[index]
     if none_safe and _tests_none(stmt, cache):

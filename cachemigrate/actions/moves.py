@@ -11,7 +11,7 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from ..patterns import code_of
+from ..views.patterns import code_of
 
 
 def assigns(stmt: cst.CSTNode, name: str) -> bool:
@@ -58,7 +58,7 @@ def move_after_block(edits, insert, reads: list, cache: str, names: list) -> boo
     nor binds a name it reads, except ``names``: the block waits for their final values, and the moved statement
     then reads them too (with ``use_cache`` turned off no cache is made, so none is handed on or returned, as in
     the original). False, and nothing changed, when any of them cannot move."""
-    from ..edits import Resolve
+    from ..edit.edits import Resolve
 
     body, dry = insert.block.body, Resolve({})
     last = max((i for i in range(reads[0], insert.index) if any(assigns(body[i], n) for n in names)), default=None)
@@ -99,7 +99,7 @@ def _splices_at(edits, insert, index: int) -> list:
 
 def _built_at(edits, insert, index: int, dry) -> list:
     """The code other edits build at statement ``index`` of the insert's block, or inside it, built dry."""
-    from ..edits import Replace, Splice
+    from ..edit.edits import Replace, Splice
 
     stmt, nodes = insert.block.body[index], []
     for edit in edits:

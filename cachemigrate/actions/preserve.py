@@ -12,7 +12,7 @@ from typing import Callable, Sequence
 
 import libcst as cst
 
-from ..patterns import code_of
+from ..views.patterns import code_of
 
 Reformat = Callable[[cst.BaseStatement, int], cst.BaseStatement]
 _COMPOUND = (cst.If, cst.For, cst.While, cst.With)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from ..patterns import code_of, compile_statements, match_statements
+from ..views.patterns import code_of, compile_statements, match_statements
 from .base import Action, Planner
 from .helpers import check_templates, rule_templates
 

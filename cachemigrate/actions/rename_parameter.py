@@ -11,8 +11,8 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from ..patterns import TemplateError, parse_expression
-from ..edits import Rename, Replace
+from ..views.patterns import TemplateError, parse_expression
+from ..edit.edits import Rename, Replace
 from .base import Action, Planner
 from .helpers import calls_role_module
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..patterns import TemplateError, code_of, compile_statements, match_statements
+from ..views.patterns import TemplateError, code_of, compile_statements, match_statements
 from .base import Action, Planner, captured_nodes
 from .helpers import check_templates, filled_and_formatted, rule_templates
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from ..patterns import (
+from ..views.patterns import (
     TemplateError,
     compile_expression,
     compile_statements,
@@ -15,7 +15,7 @@ from ..patterns import (
     match_statements,
 )
 from .base import Action, Planner, captured_nodes
-from ..uses import CACHE_GUARD
+from ..facts.uses import CACHE_GUARD
 from .helpers import check_templates, rule_templates
 from .scope import PARAM as INSIDE_IF, IfScope, check_inside_if
 

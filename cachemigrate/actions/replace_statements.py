@@ -9,9 +9,9 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from ..patterns import TemplateError, compile_statements, holes, match_statements
+from ..views.patterns import TemplateError, compile_statements, holes, match_statements
 from .base import Action, Planner, captured_nodes
-from ..uses import CACHE_GUARD
+from ..facts.uses import CACHE_GUARD
 from .helpers import check_templates, filled_and_formatted, rule_templates, statement_reformatter
 from .preserve import preserve
 from .scope import PARAM as INSIDE_IF, IfScope, check_inside_if

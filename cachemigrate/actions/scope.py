@@ -14,7 +14,7 @@ from typing import Mapping, Sequence
 
 import libcst as cst
 
-from ..patterns import Pattern, TemplateError, compile_expression, match_expression
+from ..views.patterns import Pattern, TemplateError, compile_expression, match_expression
 
 PARAM = (str, False, "an expression template: only rewrite code in the body of an `if` whose test has these conjuncts")
 
@@ -27,7 +27,7 @@ def _conjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:
 
 def compile_inside_if(template: str) -> list[Pattern]:
     """One expression pattern per conjunct of the template (each matched on its own)."""
-    from ..patterns import code_of, parse_expression
+    from ..views.patterns import code_of, parse_expression
 
     return [compile_expression(_template_of(code_of(part))) for part in _conjuncts(parse_expression(template))]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from ..patterns import TemplateError, code_of, parse_expression
+from ..views.patterns import TemplateError, code_of, parse_expression
 from .base import Action, Planner
 
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from ..edits import Replace
-from ..patterns import code_of
+from ..edit.edits import Replace
+from ..views.patterns import code_of
 from .add_parameter import add_parameter, has_parameter
 from .base import Action, Planner
 from .helpers import append_item

@@ -13,7 +13,7 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from ..patterns import code_of
+from ..views.patterns import code_of
 from .base import Action, Planner
 
 

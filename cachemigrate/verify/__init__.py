@@ -26,9 +26,9 @@ from pathlib import Path
 import click
 
 from ..engine import FileResult, Options
-from ..runner import Failure, failed, run
-from ..signals import Interrupted, StopOnSignal
-from ..writing import is_read_only, read_only_diagnostic, write_atomically
+from ..cli.runner import Failure, failed, run
+from ..cli.signals import Interrupted, StopOnSignal
+from ..source.writing import is_read_only, read_only_diagnostic, write_atomically
 from .backup import Backup, _install_handlers
 from .report import _plain, _summary, format_regressions
 from .suite import (

@@ -6,8 +6,8 @@ import signal
 import threading
 from pathlib import Path
 
-from ..signals import Interrupted
-from ..writing import write_atomically
+from ..cli.signals import Interrupted
+from ..source.writing import write_atomically
 
 
 class Backup:

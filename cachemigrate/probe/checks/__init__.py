@@ -3,7 +3,16 @@
 The modules are imported in table order; a new group of checks is a new module added to this list.
 """
 
-from . import forward, cache_api, generate, outputs, attention, training, calls, static, cross, composite  # noqa: F401
+from . import forward
+from . import cache_api
+from . import generate
+from . import outputs
+from . import attention
+from . import training
+from . import calls
+from . import static
+from . import cross
+from . import composite
 from .registry import REGISTRY, Check, check
 
 CHECK_NAMES = tuple(REGISTRY)

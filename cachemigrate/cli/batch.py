@@ -1,0 +1,153 @@
+"""``cachemigrate migrate`` over a list of files: print diagnostics and diffs, write the results, count, report.
+
+Every file is written whole (:func:`~cachemigrate.source.writing.write_atomically`), so at any moment each file is fully
+old or fully new. SIGINT/SIGTERM stop the run at once (the workers are ended, no file is cut short), with exit
+status 130/143. What is shown, and where, is :mod:`cachemigrate.cli.progress`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import time
+from collections import Counter
+from pathlib import Path
+
+from .. import diagnostics as codes
+from .result_cache import ResultCache
+from ..diagnostics import Diagnostic
+from .progress import Reporter
+from ..edit.render import unified_diff
+from ..results import Options
+from .runner import Failure, Result, failed, run
+from .signals import Interrupted, StopOnSignal
+from ..source.writing import is_read_only, read_only_diagnostic, write_atomically
+
+EXIT_OK, EXIT_CHANGES, EXIT_INTERNAL = 0, 1, 123
+
+
+@dataclasses.dataclass
+class Batch:
+    era: str
+    tier: str
+    rule_dirs: tuple[Path, ...]
+    options: Options
+    jobs: int = 1
+    show_diff: bool = False
+    check: bool = False
+    report: Path | None = None
+    quiet: bool = False
+    verbose: bool = False
+    color: bool = False
+    cache_dir: Path | None = None  # None: no cache
+
+    @property
+    def writes(self) -> bool:
+        return not (self.show_diff or self.check)
+
+    def open_cache(self) -> ResultCache | None:
+        return ResultCache.open(self.cache_dir, self.era, self.rule_dirs, self.options)
+
+
+def verb_of(result: Result, writes: bool) -> str:
+    if result.status == "migrated":
+        return "migrated" if writes else "would migrate"
+    return result.status
+
+
+class _Run:
+    def __init__(self, batch: Batch, total: int) -> None:
+        self.batch, self.total = batch, total
+        self.counts = {"migrated": 0, "clean": 0, "skipped": 0, "failed": 0, "error": 0}
+        self.answered: Counter = Counter()
+        self.results: list[Result | Failure] = []
+        self.would_change = self.written = 0
+        self.guard = StopOnSignal()
+        self.show = Reporter(total, batch.verbose, batch.quiet, batch.color)
+
+    def _write(self, result: Result) -> Diagnostic | None:
+        """Write one migrated file; a file that cannot be written is a diagnostic."""
+        if is_read_only(result.path):
+            return read_only_diagnostic(result.path)
+        try:
+            write_atomically(result.path, result.encoded())
+            self.written += 1
+        except OSError as exc:
+            why = f"cannot write the file: {exc.strerror or exc}; it was left unchanged"
+            return Diagnostic(result.path, 1, 1, codes.UNWRITABLE, why)
+        return None
+
+    def handle(self, result: Result | Failure) -> None:
+        """Account for, print and write one result; a signal meanwhile waits until all three are done."""
+        with self.guard.critical():
+            self._handle(result)
+
+    def _handle(self, result: Result | Failure) -> None:
+        self.results.append(result)
+        if isinstance(result, Failure):
+            self.counts["error"] += 1
+            self.show.err(f"error: {result.path}: internal error: {result.error}")
+            self.show.file(result.path, "error", "internal error", 0.0, "engine")
+            return
+        if result.changed and self.batch.writes:
+            problem = self._write(result)
+            if problem:
+                result = self.results[-1] = failed(result, problem)
+        self.counts[result.status] += 1
+        self.answered[result.how] += 1
+        for diagnostic in result.diagnostics:
+            self.show.diagnostic(str(diagnostic))
+        if result.changed:
+            self.would_change += 1
+            if self.batch.show_diff:
+                self.show.diff(unified_diff(result.path, result.original, result.migrated))
+        self.show.file(result.path, result.status, verb_of(result, self.batch.writes), result.seconds, result.how)
+
+    def write_report(self, seconds: float, interrupted: Interrupted | None) -> None:
+        batch = self.batch
+        payload = {"era": batch.era, "tier": batch.tier, "seconds": round(seconds, 2), "counts": self.counts}
+        if interrupted is not None:
+            payload["interrupted"] = str(interrupted)
+        payload["files"] = [
+            r.to_json() if isinstance(r, Result) else {"path": r.path, "status": "error", "error": r.error}
+            for r in sorted(self.results, key=lambda r: r.path)
+        ]
+        write_atomically(batch.report, (json.dumps(payload, indent=2) + "\n").encode("utf-8"))
+
+
+def migrate_files(files: list[Path], batch: Batch) -> int:
+    """Migrate ``files``; returns the exit status: 0, 1 (``--check`` found changes, or a file was not migrated),
+    123 (an internal error), 130/143 (SIGINT/SIGTERM). A bad rule file raises RuleError before anything is
+    written."""
+    state = _Run(batch, len(files))
+    started = time.perf_counter()
+    with state.guard:
+        try:
+            results = run(
+                files, batch.era, batch.rule_dirs, batch.options, batch.jobs, state.handle, batch.open_cache()
+            )
+            with contextlib.closing(results):
+                for _ in results:
+                    pass
+        except Interrupted as exc:  # the workers are gone and no write was cut short; later signals are ignored
+            state.show.close()
+            state.show.err(
+                f"interrupted by {exc}: stopped after {len(state.results)} of {len(files)} files; "
+                f"{state.written} written, every other file unchanged"
+            )
+            if batch.report:
+                state.write_report(time.perf_counter() - started, exc)
+            return exc.exit_code
+        finally:
+            state.show.close()
+    elapsed = time.perf_counter() - started
+    if batch.report:
+        state.write_report(elapsed, None)
+    counts = state.counts
+    state.show.summary(counts, batch.writes, elapsed, batch.jobs, dict(state.answered))
+    if counts["error"]:
+        return EXIT_INTERNAL
+    if counts["failed"] or (batch.check and state.would_change):
+        return EXIT_CHANGES
+    return EXIT_OK

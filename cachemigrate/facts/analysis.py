@@ -1,0 +1,254 @@
+"""Parsing and roles: find where a modeling file keeps its KV cache and what each class does with it.
+
+Everything here is structural; class names never matter.
+
+* A *cache variable* is a function parameter whose name is one of the era's cache names (``layer_past``,
+  ``past_key_values``...), or a local that is assigned straight from one (``layer_past = past_key_values``).
+* Each use of a cache variable is classified:
+
+  ``check``   ``x is None``, ``x is not None`` (and ``== None``), ``isinstance(x, ...)``, a truth test
+              (``if x:``, ``x and ...``, ``not x``: a Cache has a length, so it tests like a tuple)
+  ``api``     an attribute of it (``x.update(...)``, ``x.get_seq_length()``): the Cache API
+  ``pass``    handed on unchanged: a call argument, a return value, an element of a literal
+  ``alias``   bound to another name (``y = x``, ``a, y = b, x``, ``y = x if c else None``)
+  ``legacy``  anything that relies on the tuple layout: indexing, unpacking, iterating, ``zip``/``len``,
+              arithmetic
+
+* Roles follow from the uses:
+
+  attention   a class whose ``forward`` uses its cache parameter in a legacy way
+  block       a class whose ``forward`` passes its cache parameter to ``self.<attr>(...)``, where ``<attr>`` is
+              built from an attention class in ``__init__``
+  base_model  a class whose ``__init__`` builds an ``nn.ModuleList`` of blocks and whose ``forward`` has a cache
+              parameter
+  pretrained  the class the base model inherits from that derives from ``PreTrainedModel``
+  head        other subclasses of ``pretrained`` whose ``forward`` has a cache parameter
+
+A file is migrated when, after the rules ran, no legacy use is left outside code that is guarded by an
+``isinstance(x, Cache)`` test; see :func:`legacy_uses`.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+import libcst as cst
+import libcst.matchers as m
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from ..views.patterns import code_of
+from .model import ClassInfo, FunctionInfo, ModuleInfo  # noqa: F401 (re-exported)
+from .roles import assign_roles
+from .uses import (  # noqa: F401 (re-exported: the use kinds and their vocabulary)
+    CACHE_ONLY_ATTRIBUTES,
+    CHECKING_BUILTINS,
+    CONSUMING_BUILTINS,
+    GUARD_TYPES,
+    CacheUse,
+    _TupleAliasFinder,
+    _UseCollector,
+)
+
+# --------------------------------------------------------------------------------------------------------------
+# Module analysis
+# --------------------------------------------------------------------------------------------------------------
+
+
+def _dotted(node: cst.CSTNode) -> str:
+    return code_of(node)
+
+
+def _unparenthesised(node: cst.BaseExpression) -> cst.BaseExpression:
+    """The expression without its own parentheses (a tuple keeps them: ``()`` cannot lose them)."""
+    if isinstance(node, cst.Tuple) or not getattr(node, "lpar", None):
+        return node
+    return node.with_changes(lpar=(), rpar=())
+
+
+def _statements(body: Sequence[cst.BaseStatement]) -> Iterable[cst.BaseStatement]:
+    """The statements of a class or module body, looking into ``if``/``else``/``try`` blocks (conditional
+    definitions) but not into classes, functions or loops."""
+    for stmt in body:
+        yield stmt
+        if isinstance(stmt, (cst.If, cst.Try)):
+            yield from _statements(stmt.body.body)
+            orelse = getattr(stmt, "orelse", None)
+            while orelse is not None:
+                yield from _statements(orelse.body.body)
+                orelse = getattr(orelse, "orelse", None) if isinstance(orelse, cst.If) else None
+            for handler in getattr(stmt, "handlers", ()):
+                yield from _statements(handler.body.body)
+
+
+class _Structure:
+    """Classes, their bases, methods and the submodules their ``__init__`` builds.
+
+    Only the statement structure is walked (classes, functions, and the blocks of ``if``/``try`` around them);
+    function bodies are not visited here."""
+
+    def __init__(self, cache_names: Sequence[str]) -> None:
+        self.cache_names = list(cache_names)
+        self.tables: dict[str, list[str]] = {}  # NAME = {"eager": A, "sdpa": B}: class choice tables
+        self.classes: dict[str, ClassInfo] = {}
+        self.functions: dict[str, FunctionInfo] = {}
+        self.function_nodes: list[tuple[FunctionInfo, cst.FunctionDef]] = []
+
+    def run(self, module: cst.Module) -> None:
+        for stmt in module.body:
+            table = m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(m.Name())], value=m.Dict())])
+            if m.matches(stmt, table):
+                values = [e.value for e in stmt.body[0].value.elements if isinstance(e, cst.DictElement)]
+                if values and all(isinstance(v, (cst.Name, cst.Attribute)) for v in values):
+                    self.tables[stmt.body[0].targets[0].target.value] = [_dotted(v) for v in values]
+        for stmt in _statements(module.body):
+            if isinstance(stmt, cst.ClassDef):
+                info = ClassInfo(stmt.name.value, [_dotted(b.value) for b in stmt.bases if b.keyword is None])
+                self.classes[info.name] = info
+                for member in _statements(stmt.body.body):
+                    if isinstance(member, cst.FunctionDef):
+                        self._function(member, info)
+            elif isinstance(stmt, cst.FunctionDef):
+                self._function(stmt, None)
+
+    def _function(self, node: cst.FunctionDef, cls: ClassInfo | None) -> None:
+        params = [p.name.value for p in (*node.params.posonly_params, *node.params.params, *node.params.kwonly_params)]
+        qualname = f"{cls.name}.{node.name.value}" if cls else node.name.value
+        info = FunctionInfo(
+            qualname=qualname,
+            name=node.name.value,
+            cls=cls.name if cls else None,
+            params=params,
+            cache_params=[p for p in params if p in self.cache_names],
+            has_var_kwargs=isinstance(node.params.star_kwarg, cst.Param),
+            node=node,
+        )
+        self.functions[qualname] = info
+        self.function_nodes.append((info, node))
+        if cls is not None:
+            cls.methods[info.name] = info
+            if info.name == "__init__":
+                self._collect_submodules(cls, node)
+
+    def _collect_submodules(self, cls: ClassInfo, init: cst.FunctionDef) -> None:
+        self_attr = m.AssignTarget(m.Attribute(value=m.Name("self"), attr=m.SaveMatchedNode(m.Name(), "attr")))
+        built = m.Call(func=m.SaveMatchedNode(m.Name() | m.Attribute(), "cls"))
+        module_list = m.Call(
+            func=m.Attribute(attr=m.Name("ModuleList")) | m.Name("ModuleList"),
+            args=[m.Arg(m.ListComp(elt=built) | m.GeneratorExp(elt=built) | m.List([m.Element(built)]))],
+        )
+        appended = self._appended(init)
+        module_list_of = m.Attribute(attr=m.Name("ModuleList")) | m.Name("ModuleList")
+        filled = (
+            m.Call(func=module_list_of, args=[])
+            | m.Call(func=module_list_of, args=[m.Arg(m.List([]))])  # `nn.ModuleList([])`: empty too
+            | m.Call(func=module_list_of, args=[m.Arg(m.SaveMatchedNode(m.Name(), "list"))])
+        )
+        for assign in m.findall(init, m.Assign(targets=[self_attr])):
+            target = m.extract(assign.targets[0], self_attr)
+            attr = target["attr"].value
+            found = m.extract(assign.value, module_list)
+            if found:
+                cls.module_lists[attr] = _dotted(found["cls"])
+                continue
+            # `self.layers = nn.ModuleList()` then `self.layers.append(Layer(...))` in a loop (NLLB-MoE), or a local
+            # list filled by `layers.append(Layer(...))` and wrapped: `self.layers = nn.ModuleList(layers)`
+            found = m.extract(assign.value, filled)
+            if found is not None:
+                holder = f"self.{attr}" if "list" not in found else found["list"].value
+                if holder in appended:
+                    cls.module_lists[attr] = appended[holder]
+                continue
+            classes = self._built_classes(assign.value)
+            if classes:  # an attribute built in several branches (BigBird's `self.self`) may hold any of them
+                cls.submodules.setdefault(attr, classes[0])
+                cls.choices[attr] = cls.choices.get(attr, []) + [
+                    c for c in classes if c not in cls.choices.get(attr, [])
+                ]
+
+    def _appended(self, init: cst.FunctionDef) -> dict[str, str]:
+        """``holder.append(Cls(...))`` calls in a loop of ``init``: holder code (``self.layers``, ``layers``) ->
+        the class of the modules appended."""
+        call = m.Call(
+            func=m.Attribute(value=m.SaveMatchedNode(m.Name() | m.Attribute(), "holder"), attr=m.Name("append")),
+            args=[m.Arg(m.Call(func=m.SaveMatchedNode(m.Name() | m.Attribute(), "cls")))],
+        )
+        found: dict[str, str] = {}
+        for loop in m.findall(init, m.For()):
+            for node in m.findall(loop.body, call):
+                captured = m.extract(node, call)
+                found.setdefault(_dotted(captured["holder"]), _dotted(captured["cls"]))
+        return found
+
+    def _built_classes(self, value: cst.BaseExpression) -> list[str]:
+        """The classes an expression builds a module from: ``A(...)``, ``A(...) if c else B(...)``,
+        ``(A if c else B)(...)``, ``TABLE[key](...)`` with ``TABLE`` a module-level dict of classes."""
+        value = _unparenthesised(value)
+        if isinstance(value, cst.IfExp):
+            return self._built_classes(value.body) + self._built_classes(value.orelse)
+        if not isinstance(value, cst.Call):
+            return []
+        func = _unparenthesised(value.func)
+        if isinstance(func, cst.IfExp):
+            return [_dotted(b) for b in (func.body, func.orelse) if isinstance(b, (cst.Name, cst.Attribute))]
+        if isinstance(func, cst.Subscript) and isinstance(func.value, cst.Name):
+            return list(self.tables.get(func.value.value, []))
+        if isinstance(func, (cst.Name, cst.Attribute)):
+            return [_dotted(func)]
+        return []
+
+
+def analyze(module: cst.Module, cache_names: Sequence[str], only: set[str] | None = None) -> ModuleInfo:
+    """Classes, functions, cache uses and roles of a parsed module.
+
+    Metadata is computed per function that has a cache parameter (parents only), never for the whole file;
+    positions are resolved later, and only for what is reported (:class:`Locator`). With ``only`` (qualified
+    names), the uses of just those functions are collected."""
+    structure = _Structure(cache_names)
+    structure.run(module)
+    for info, node in structure.function_nodes:
+        if not info.cache_params or (only is not None and info.qualname not in only):
+            continue
+        names = set(info.cache_params)
+        node.visit(_TupleAliasFinder(names))
+        wrapper = MetadataWrapper(cst.Module(body=[node]), unsafe_skip_copy=True)
+        collector = _UseCollector(wrapper, info, names)
+        node.body.visit(collector)
+        info.cache_names = set(collector.names)
+    roles = assign_roles(structure.classes)
+    return ModuleInfo(structure.classes, structure.functions, roles, module_globals(module))
+
+
+def module_globals(module: cst.Module) -> set[str]:
+    """Names bound by the module's top-level statements: imports, classes, functions, assignments."""
+    names: set[str] = set()
+    for stmt in module.body:
+        if isinstance(stmt, (cst.ClassDef, cst.FunctionDef)):
+            names.add(stmt.name.value)
+            continue
+        for alias in m.findall(stmt, m.ImportAlias()):
+            bound = alias.asname.name if alias.asname else alias.name
+            names.add(code_of(bound).split(".")[0])
+        for target in m.findall(stmt, m.AssignTarget(m.Name())):
+            names.add(target.target.value)
+    return names
+
+
+class Locator:
+    """Line and column of nodes of one parsed module, computed on first use (positions cost a full pass)."""
+
+    def __init__(self, module: cst.Module) -> None:
+        self.module = module
+        self._positions = None
+
+    def __call__(self, node: cst.CSTNode | None) -> tuple[int, int]:
+        if node is None:
+            return 1, 1
+        if self._positions is None:
+            self._positions = MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(PositionProvider)
+        start = self._positions[node].start
+        return start.line, start.column + 1
+
+    def last_line(self, node: cst.CSTNode) -> int:
+        """The line a node ends on."""
+        self(node)
+        return self._positions[node].end.line

@@ -1,0 +1,91 @@
+"""Why a legacy use left after the rules ran cannot be migrated, for the constructs whose reason is known: said
+once per construct, in the user's terms, instead of the generic "no rule rewrites this idiom".
+
+* the past concatenated between other tensors (GIT: fresh image keys, then the past, then the new text keys);
+* a local that holds the past handed in or a past the function builds itself as tuples (GPTSAN's ``spout``);
+* a loop over the past itself, layer by layer (``for layer, past in enumerate(past_key_values)``).
+"""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+import libcst.matchers as m
+
+from ..views.expressions import CONCATENATE
+from ..views.patterns import code_of
+
+# a use that walks the past layer by layer: `for past in C`, `enumerate(C)`, `zip(layers, C)`...
+ITERATES = re.compile(r"^(for .+ in |(enumerate|zip|iter|reversed|map)\()")
+
+
+def between_others(function: cst.FunctionDef | None, caches: set[str]) -> set[cst.CSTNode]:
+    """The ``C[i]`` nodes of ``function`` (and their ``C``: a use is located at either) that a ``torch.cat`` has
+    after another tensor, for C one of ``caches``."""
+    if function is None:
+        return set()
+    found = set()
+    concatenate = m.Call(
+        func=m.Attribute(value=m.Name("torch"), attr=m.Name()), args=[m.Arg(m.List() | m.Tuple()), m.ZeroOrMore()]
+    )
+    for call in m.findall(function, concatenate):
+        if call.func.attr.value not in CONCATENATE:
+            continue
+        for element in call.args[0].value.elements[1:]:
+            value = element.value
+            if isinstance(value, cst.Subscript) and m.matches(value.value, m.Name()) and value.value.value in caches:
+                found.update((value, value.value))
+    return found
+
+
+def construct_key(fn, use, node, middle: set[cst.CSTNode]) -> str:
+    """What groups uses into one diagnostic: the statement, or the construct several statements share."""
+    if node is not None and node in middle:
+        return "between others"
+    return use.statement
+
+
+def explain(fn, use, node, middle: set[cst.CSTNode], where: str, idioms: list[str], locate) -> str | None:
+    """The message for a construct whose reason is known, or None."""
+    function = use.function
+    if node is not None and node in middle:
+        return (
+            f"{function} concatenates the past between other tensors ({idioms[0]}{where}): a Cache's `update()` "
+            "appends new keys and values after those it holds, and what this code puts before the past is not in "
+            "the cache; no rule migrates this attention, so the file was left unchanged. Migrate it by hand: update "
+            "the cache with the part after the past, then concatenate the part before it with what `update()` "
+            "returns"
+        )
+    built = _built_here(fn, use)
+    if built is not None:
+        assign, built_code = built
+        return (
+            f"`{use.variable}` in {function} is the past it is handed or one it builds itself as tuples "
+            f"(`{built_code}`, line {locate(assign)[0]}): no rule turns a past built by the model into a Cache; the "
+            "file was left unchanged. Build a Cache from it by hand (`DynamicCache.from_legacy_cache(...)`) or keep "
+            "this model on tuples"
+        )
+    if use.kind == "legacy" and ITERATES.match(use.idiom):
+        return (
+            f"{function} iterates `{use.variable}` layer by layer ({', '.join(idioms)}{where}): a Cache is one "
+            "object that every layer updates, not a sequence of per-layer pasts, and no rule rewrites a loop over "
+            "the past; the file was left unchanged. Loop over the layers instead and hand each the whole cache"
+        )
+    return None
+
+
+def _built_here(fn, use) -> tuple[cst.CSTNode, str] | None:
+    """When ``use`` is part of building ``use.variable`` (a statement assigning it), a local that holds the past
+    handed in (an alias) but is also assigned a value made from no cache and no placeholder of Nones (GPTSAN's
+    past made from ``spout``): the first such assignment and its code."""
+    if fn is None or use.variable in fn.cache_params:
+        return None
+    if not re.match(rf"{re.escape(use.variable)}\s*=[^=]", use.statement):
+        return None
+    caches = fn.cache_names or set(fn.cache_params)
+    for assign in m.findall(fn.node, m.Assign(targets=[m.AssignTarget(m.Name(use.variable))])):
+        names = {n.value for n in m.findall(assign.value, m.Name())}
+        if not names & caches and "None" not in names:
+            return assign, f"{use.variable} = {code_of(assign.value)}"
+    return None

@@ -1,0 +1,83 @@
+"""The first generation step: a test in ``prepare_inputs_for_generation`` that tells it by the absence of a past.
+
+A tuple model gets ``past_key_values=None`` from ``generate()`` on the first step. A migrated model (it claims
+Cache support) gets an EMPTY Cache there instead, so ``past_key_values is not None`` (or ``if past_key_values:``
+for a cache that has no length, such as a StaticCache), left as it was, takes the first step for a later one:
+the prompt is cut to its last token, ``inputs_embeds`` or image inputs are dropped, and the output changes without
+any error. Rules rewrite such tests to ask a Cache whether it holds a token (CM103, CM104); this audit refuses a
+migration that leaves one of them, as the user wrote it, unguarded in any generation hook of the migrated file,
+edited or not (a statement a rule wrote is that rule's, tested by its fixtures).
+"""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from .. import diagnostics as codes
+from ..facts.analysis import Locator, ModuleInfo, analyze
+from ..diagnostics import Diagnostic
+from ..excerpts import source_line
+from ..rules.schema import Era
+
+GENERATION_HOOKS = frozenset({"prepare_inputs_for_generation"})
+# a `check` use that is a type test, not a test of presence (`isinstance(past, Cache)`, `hasattr(past, ...)`)
+_TYPE_TEST = re.compile(r"^(isinstance|type|hasattr|getattr|id)\(")
+
+
+def _presence_tests(info: ModuleInfo) -> list:
+    """The unguarded tests of a cache's presence (``x is None``, ``x is not None``, a truth test) in the hooks."""
+    return [
+        use
+        for fn in info.functions.values()
+        if fn.name in GENERATION_HOOKS
+        for use in fn.uses
+        if use.kind == "check" and not _TYPE_TEST.match(use.idiom)
+    ]
+
+
+def first_step_diagnostics(
+    before: ModuleInfo, new_module: cst.Module, era: Era, path: str, locate: Locator
+) -> list[Diagnostic]:
+    """One diagnostic per statement of a generation hook of ``new_module`` that still tells the first step by
+    the absence of a past, located in the original file."""
+    hooks = [  # the classes that define a hook, and the hooks defined at the top (idefics's helper)
+        stmt
+        for stmt in new_module.body
+        if isinstance(stmt, cst.ClassDef)
+        and any(isinstance(s, cst.FunctionDef) and s.name.value in GENERATION_HOOKS for s in stmt.body.body)
+        or isinstance(stmt, cst.FunctionDef)
+        and stmt.name.value in GENERATION_HOOKS
+    ]
+    if not hooks:
+        return []
+    after = analyze(new_module.with_changes(body=hooks), era.cache_names)  # new_module: a fresh parse
+    originals: dict[tuple, list] = {}
+    for use in _presence_tests(before):
+        originals.setdefault((use.function, use.statement), []).append(use)
+    code = locate.module.code
+    seen: set[tuple] = set()
+    result = []
+    for use in _presence_tests(after):
+        key = (use.function, use.statement)
+        if key in seen:
+            continue
+        seen.add(key)
+        matches = originals.get(key)
+        if not matches:
+            # a statement a rule wrote (era 5's `if cache is not None and past is None: past = cache` adopts the
+            # cache handed as `cache=`): the rule's own test, proven by its fixtures, not a test the user left
+            continue
+        line, column = locate(matches[0].node)
+        excerpt = source_line(code, line)
+        where = f" (`{excerpt}`)" if excerpt else ""
+        message = (
+            f"{use.function} tells the first generation step by the absence of a past{where}: `generate()` hands "
+            f"the migrated model an empty Cache on its first step where it passed None before, so this test would "
+            f"take the first step for a later one and the output would change; no rule rewrites it, and the file "
+            f"was left unchanged. Test `{use.variable}.get_seq_length() > 0` for a Cache (and keep the test as it "
+            "is for a tuple), by hand or with a rule"
+        )
+        result.append(Diagnostic(path, line, column, codes.UNKNOWN_IDIOM, message))
+    return result

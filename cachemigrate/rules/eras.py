@@ -1,0 +1,138 @@
+"""Where the built-in rule sets are, which eras exist, and the few facts of an era that are needed before any rule
+is loaded (its runtime range, its cache names): read with tomllib alone, so that choosing the era and the text
+prefilter never import libcst. The full era (its facts, checked) is :func:`cachemigrate.rules.loader.load_era`.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import re
+import sys
+from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+# installed (a wheel): cachemigrate/builtin_rules/; a checkout or an editable install: rules/ beside the package
+_PACKAGED_RULES = Path(__file__).resolve().parents[1] / "builtin_rules"
+BUILTIN_RULES = _PACKAGED_RULES if _PACKAGED_RULES.is_dir() else Path(__file__).resolve().parents[2] / "rules"
+
+
+def available_eras(root: Path = BUILTIN_RULES) -> list[str]:
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if (p / "era.toml").is_file())
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", text)[:3])
+
+
+def in_range(version: str, spec: str) -> bool:
+    """``">=4.42,<4.54"`` style ranges (only >=, >, <, <=, ==)."""
+    current = _version_tuple(version)
+    for clause in filter(None, (c.strip() for c in spec.split(","))):
+        op, bound = re.match(r"(>=|<=|==|>|<)\s*(.+)", clause).groups()
+        other = _version_tuple(bound)
+        width = max(len(current), len(other))
+        a = current + (0,) * (width - len(current))
+        b = other + (0,) * (width - len(other))
+        ok = {">=": a >= b, "<=": a <= b, "==": a == b, ">": a > b, "<": a < b}[op]
+        if not ok:
+            return False
+    return True
+
+
+@functools.lru_cache(maxsize=None)
+def _era_table(path: Path) -> dict:
+    try:
+        return tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError):
+        return {}  # reported properly when the rule set is loaded
+
+
+def runtime_of(era: str, root: Path = BUILTIN_RULES) -> str:
+    value = _era_table(root / era / "era.toml").get("runtime")
+    return value if isinstance(value, str) else ""
+
+
+def lineage(era: str, root: Path = BUILTIN_RULES) -> list[str]:
+    """The era and the eras it extends (``extends`` in its era.toml), nearest first."""
+    chain = [era]
+    while True:
+        parent = _era_table(root / chain[-1] / "era.toml").get("extends")
+        if not isinstance(parent, str) or parent in chain:
+            return chain
+        chain.append(parent)
+
+
+def cache_names(era: str, root: Path = BUILTIN_RULES) -> tuple[str, ...]:
+    """The parameter names that carry a KV cache in legacy code of this era (``layer_past``, ``past``...): its
+    own, else those of the era it extends."""
+    for name in lineage(era, root):
+        value = _era_table(root / name / "era.toml").get("cache_names")
+        if isinstance(value, list):
+            return tuple(item for item in value if isinstance(item, str))
+    return ()
+
+
+def era_for_version(version: str | None, root: Path = BUILTIN_RULES) -> str:
+    """The era whose runtime range holds transformers ``version``; for a version outside every range, the newest
+    era whose range starts below it, else the oldest; the newest for None. A portable target (``auto = false``)
+    is only ever chosen by name."""
+    from .schema import RuleError
+
+    tables = {era: _era_table(root / era / "era.toml") for era in available_eras(root)}
+    eras = sorted((e for e, t in tables.items() if t.get("auto", True) is not False), key=_version_tuple)
+    if not eras:
+        raise RuleError(f"no rule sets found under {root}")
+    if not version:
+        return eras[-1]
+    runtimes = {era: runtime_of(era, root) for era in eras}
+    for era in eras:
+        if runtimes[era] and in_range(version, runtimes[era]):
+            return era
+    below = [era for era in eras if in_range(version, ",".join(c for c in runtimes[era].split(",") if ">" in c))]
+    return below[-1] if below else eras[0]
+
+
+def era_for_installed(root: Path = BUILTIN_RULES) -> tuple[str, str | None]:
+    """The era for the installed transformers (read from package metadata, never imported): see
+    :func:`era_for_version`. Returns (era, installed version or None)."""
+    from importlib import metadata
+
+    try:
+        version = metadata.version("transformers")
+    except metadata.PackageNotFoundError:
+        version = None
+    return era_for_version(version, root), version
+
+
+def rule_files(era: str, extra_dirs: tuple[Path, ...] = (), root: Path = BUILTIN_RULES) -> list[Path]:
+    """Every TOML file the rule set of ``era`` is loaded from (as :func:`cachemigrate.rules.loader.load_ruleset` finds
+    them), in load order: the directories of the eras it extends and its own, the vendored helpers, then each extra
+    directory (or its ``<era>/`` folder)."""
+    files = [path for name in reversed(lineage(era, root)) for path in sorted((root / name).glob("*.toml"))]
+    files += sorted((root / "vendor").glob("*.py"))  # helpers the rules copy into migrated files
+    for directory in extra_dirs:
+        directory = Path(directory)
+        if (directory / era).is_dir():
+            directory = directory / era
+        files.extend(sorted(directory.glob("*.toml")))
+    return files
+
+
+def fingerprint(era: str, extra_dirs: tuple[Path, ...] = (), root: Path = BUILTIN_RULES) -> str:
+    """A digest of the bytes of every rule file of the rule set (and of their names): what the rules say."""
+    digest = hashlib.sha256()
+    for path in rule_files(era, extra_dirs, root):
+        digest.update(path.name.encode() + b"\0")
+        try:
+            digest.update(path.read_bytes())
+        except OSError:
+            digest.update(b"<unreadable>")
+        digest.update(b"\0")
+    return digest.hexdigest()

@@ -1,0 +1,97 @@
+"""Facts read off a file before the rules run, the functions each rule applies to, and the holes bound per
+function (``{cache}``, ``{layers}``, ``{arg0}``...)."""
+
+from __future__ import annotations
+
+from typing import Callable, Mapping
+
+import libcst as cst
+import libcst.matchers as m
+
+from ..facts.analysis import ModuleInfo
+from ..views.patterns import compile_statements, match_statements
+from .schema import Era
+
+
+def functions_in_scope(info: ModuleInfo, role: str, names: tuple[str, ...]) -> tuple[set[str], set[str]]:
+    """(qualified names of the functions, names of the classes) a rule of ``role`` applies to."""
+    if role == "any":
+        classes = set(info.classes)
+        functions = {q for q, f in info.functions.items() if f.name in names or "*" in names}
+        return functions, classes
+    classes = set(info.roles.get(role, []))
+    functions = {
+        q
+        for q, f in info.functions.items()
+        if f.cls in classes and (f.name in names or ("*" in names and f.cache_params))
+    }
+    return functions, classes
+
+
+def find_facts(info: ModuleInfo, era: Era, views=None) -> dict:
+    """The value of each fact of the era that the file shows (or its default)."""
+    facts: dict[str, str] = {}
+    for fact in era.facts:
+        functions, _ = functions_in_scope(info, fact.role, fact.functions)
+        value = next(
+            (
+                value
+                for case in fact.cases
+                for qualname in sorted(functions)
+                for value in _fact_values(case, info.functions[qualname].node, views, qualname)
+            ),
+            fact.default,
+        )
+        if value is not None:
+            facts[fact.name] = value
+    return facts
+
+
+def _fact_values(case: Mapping, node: cst.FunctionDef, file_views, qualname: str):
+    """Values the fact case gives in one function, for every place its pattern matches (in its view)."""
+    pattern = compile_statements(case["pattern"])
+    function_views = file_views.of(qualname) if file_views is not None else None
+    blocks = list(function_views.blocks.values()) if function_views is not None else None
+    if blocks is None:
+        blocks = [list(block.body) for block in m.findall(node, m.IndentedBlock())]
+    for block in blocks:
+        views = [v.node if hasattr(v, "start") else v for v in block]
+        for index in range(len(views)):
+            captures = match_statements(pattern, views, index, {})
+            if captures is not None and all(
+                _mentions(captures[hole], name) for hole, name in case.get("mentions", {}).items()
+            ):
+                yield case.get("value") or cst.Module(body=[]).code_for_node(captures[case["capture"]])
+
+
+def _mentions(node: cst.CSTNode, name: str) -> bool:
+    """The captured code reads ``name``, as a variable or as an attribute (``self.config.name``)."""
+    return bool(m.findall(node, m.Name(name) | m.Attribute(attr=m.Name(name))))
+
+
+def bound_holes(
+    info: ModuleInfo, facts: Mapping[str, str], filters: Mapping[str, Callable] | None = None
+) -> Callable[[str | None], dict[str, str]]:
+    """A function from a qualified function name to the holes bound in it (and the templates' filters, keyed
+    ``"|name"``)."""
+    layers = {}
+    for name in info.roles["base_model"]:
+        cls = info.classes[name]
+        for attr, block in cls.module_lists.items():
+            if block in info.roles["block"]:
+                layers[name] = f"self.{attr}"
+
+    def bound(qualname: str | None) -> dict[str, str]:
+        values = dict(facts)
+        values.update(filters or {})
+        fn = info.functions.get(qualname) if qualname else None
+        if fn is not None and fn.cache_params:
+            values["cache"] = fn.cache_params[0]
+        if fn is not None:
+            arguments = [p for p in fn.params if p not in ("self", "cls")]
+            values.update({f"arg{i}": name for i, name in enumerate(arguments)})
+        if fn is not None and fn.cls in layers:
+            values["layers"] = layers[fn.cls]
+        return values
+
+    return bound

@@ -1,0 +1,183 @@
+"""Planning: every rule of the tier plans its edits on the original tree, scoped to its role, with the file's
+facts (the era's and the layout's) bound; a required rule that cannot apply is a CM901 saying why."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import libcst as cst
+
+from .. import diagnostics as codes
+from ..actions import ACTIONS, ActionContext
+from ..facts.analysis import Locator, ModuleInfo
+from ..facts.boundary import file_layout
+from ..diagnostics import Diagnostic
+from ..edit.edits import Plan
+from .holes import bound_holes, find_facts, functions_in_scope
+from ..edit.imports import plan_imports
+from ..views.patterns import holes
+from ..edit.render import format_statements
+from ..results import Options
+from .schema import ENGINE_FACTS, Era, Rule
+from .vendor import helper_imports, plan_helpers
+from .file_views import FileViews
+
+
+def _when_holds(rule: Rule, facts: Mapping[str, str]) -> bool:
+    """Every fact of ``when`` has its value (``"*"``: any value, the fact is known)."""
+    return all(key in facts if value == "*" else facts.get(key) == value for key, value in rule.when.items())
+
+
+def plan_rules(
+    module: cst.Module,
+    info: ModuleInfo,
+    rules: list[Rule],
+    era: Era,
+    path: str,
+    options: Options,
+    locate: Locator,
+) -> tuple[Plan, dict[str, int], list[Diagnostic]]:
+    """Every rule's edits on the original tree, the matches per rule, and the diagnostics of planning."""
+    views = FileViews(info)
+    facts = find_facts(info, era, views)
+    layout = file_layout(info, views, facts.get("presents"))
+    facts.update(layout.facts)
+    if "entry_converter" in layout.facts:  # the heads read the tuples the base model converts on its way in
+        views.set_rank(info.roles["head"] + info.roles["pretrained"], layout.boundary_rank)
+    bound = bound_holes(info, facts, {**layout.filters, **layout.predicates})
+    plan = Plan()
+    actions = []
+    matched: dict[str, int] = {}
+    found: list[Diagnostic] = []
+    imports: list[str] = []
+    undetermined: set[str] = set()  # facts a required rule needed that the file did not show (reported once)
+    for rule in rules:
+        functions, classes = functions_in_scope(info, rule.role, rule.functions)
+        needed = set(rule.when) | _facts_in_templates(rule, era)
+        if not _when_holds(rule, facts) or not needed <= set(facts):
+            # a when-fact that is known and different: the rule is not for this file, nothing to report (a fused
+            # layout's CM018)
+            contradicted = any(key in facts and value not in ("*", facts[key]) for key, value in rule.when.items())
+            missing = [] if contradicted else sorted(needed - set(facts) - undetermined)
+            if rule.required and missing and functions:
+                # e.g. the legacy layout of a layer's cache: without it no rule returns the cache as a tuple
+                undetermined.update(missing)
+                if layout.reason and any(fact in ENGINE_FACTS for fact in missing):  # one unknown layout, said once
+                    undetermined.update(ENGINE_FACTS)
+                    if layout.explained:  # said by the legacy audit, at the construct itself (its uses stay)
+                        continue
+                where = locate(info.functions[sorted(functions)[0]].node)
+                why = _why_unknown(missing, layout.reason)
+                found.append(_not_applied(rule, path, where, f"cannot tell how it applies: {why}"))
+            continue
+        lacking = _lacking_holes(rule, functions, bound)
+        if lacking:
+            functions = functions - set(lacking)
+            if rule.required and not functions:
+                where = locate(info.functions[sorted(lacking)[0]].node)
+                found.append(_not_applied(rule, path, where, _why_lacking(lacking)))
+        if not functions and not classes:
+            continue
+        ctx = ActionContext(
+            path=path,
+            info=info,
+            locate=locate,
+            functions=functions,
+            classes=classes,
+            bound=bound,
+            format_statements=lambda code, depth: format_statements(code, depth, options.line_length),
+            line_length=options.line_length,
+            options={"signature": options.signature, "deprecation_version": options.deprecation_version},
+            views=views,
+        )
+        action = ACTIONS[rule.action](rule, ctx)
+        edits = action.plan(module)
+        actions.append(action)
+        if edits:
+            matched[rule.id] = action.changes or len(edits)
+            imports.extend(name for name in rule.imports if name not in imports)
+        elif rule.required and functions and not action.ctx.diagnostics:  # a rule that said why is not said twice
+            where = locate(info.functions[sorted(functions)[0]].node)
+            found.append(
+                _not_applied(rule, path, where, f"found nothing to rewrite in {', '.join(sorted(functions))}")
+            )
+    every = [edit for action in actions for edit in action.edits]
+    for action in actions:
+        action.finalize(every)
+    for action in actions:
+        plan.extend(action.edits)
+        found.extend(action.ctx.diagnostics)
+    helpers = [(entry, action.rule.path) for action in actions for entry in action.helpers_needed()]
+    imports.extend(name for name in helper_imports(module, helpers) if name not in imports)
+    plan.extend(plan_imports(module, era, imports))
+    plan.extend(plan_helpers(module, helpers, lambda code: format_statements(code, 0, options.line_length)))
+    return plan, matched, found
+
+
+# what a rule matches (its holes capture there), not what it writes
+_MATCHED_PARAMS = frozenset({"pattern", "patterns", "only_before", "old", "inside_if", "moves"})
+_HOLE_WORDS = {"cache": "a cache parameter", "layers": "a list of blocks (`self.<name> = nn.ModuleList(...)`)"}
+
+
+def _texts(values) -> list[str]:
+    return [v for v in values if isinstance(v, str)] + [t for v in values if isinstance(v, list) for t in _texts(v)]
+
+
+def _lacking_holes(rule: Rule, functions: set[str], bound) -> dict[str, list[str]]:
+    """The functions in the rule's scope that lack a hole its code writes and binds per function (`{cache}`, the
+    function's cache parameter; `{layers}`; `{arg0}`...), and which: the rule is not applied there (the code it would
+    write has nothing to name; a GPT-2 of transformers 2 has heads whose forward takes no past)."""
+    written = _texts([v for k, v in rule.params.items() if k not in _MATCHED_PARAMS])
+    captured = {
+        hole for text in _texts([v for k, v in rule.params.items() if k in _MATCHED_PARAMS]) for hole in holes(text)
+    }
+    wanted = {
+        hole
+        for text in written
+        for hole in holes(text)
+        if (hole in ("cache", "layers") or (hole.startswith("arg") and hole[3:].isdigit())) and hole not in captured
+    }
+    lacking = {}
+    for qualname in sorted(functions):
+        missing = sorted(wanted - set(bound(qualname)))
+        if missing:
+            lacking[qualname] = missing
+    return lacking
+
+
+def _why_lacking(lacking: dict[str, list[str]]) -> str:
+    def words(hole: str) -> str:
+        return _HOLE_WORDS.get(hole) or f"a parameter number {int(hole[3:]) + 1}"
+
+    said = "; ".join(f"{name} has no {' and no '.join(map(words, holes))}" for name, holes in lacking.items())
+    return f"cannot apply: the code it writes needs what these functions lack ({said})"
+
+
+def _facts_in_templates(rule: Rule, era: Era) -> set[str]:
+    """The facts a rule's templates use as bound holes (the era's and the engine's layout facts): without the fact
+    the rule has nothing to fill in."""
+    texts = [v for v in rule.params.values() if isinstance(v, str)]
+    texts += [t for v in rule.params.values() if isinstance(v, list) for t in v if isinstance(t, str)]
+    return {hole for text in texts for hole in holes(text)} & ({fact.name for fact in era.facts} | set(ENGINE_FACTS))
+
+
+def _why_unknown(facts: list[str], layout_reason: str | None = None) -> str:
+    layout = f"the layout of the cached keys and values is not known: {layout_reason}"
+    if any(fact in ENGINE_FACTS for fact in facts):  # one reason for all of them
+        facts = [fact for fact in facts if fact not in ENGINE_FACTS] + ["cache_layout"]
+    said = {
+        "cache_layout": layout,
+        "layout": "the file never builds the present of a layer as a (key, value) tuple or a stacked tensor, so "
+        "the legacy layout to give back to tuple callers is unknown",
+        "presents": "the base model never starts a tuple of presents as `() if use_cache else None` (a condition that reads `use_cache`)",
+    }
+    return "; ".join(said.get(fact, f"the file does not show its {fact}") for fact in facts)
+
+
+def _not_applied(rule: Rule, path: str, where: tuple[int, int], why: str) -> Diagnostic:
+    """CM901: a required rule could not be applied; says what it expected and, if the rule explains, what to do."""
+    expected = rule.description[0].lower() + rule.description[1:]
+    explain = f". {rule.explain}" if rule.explain else ""
+    return Diagnostic(
+        path, *where, codes.RULE_NOT_APPLIED, f"{rule.id} ({rule.name}) {why}: expected {expected}{explain}"
+    )
