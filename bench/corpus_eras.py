@@ -11,9 +11,11 @@ unchanged in every era), how many migrate. Then every file that migrates for one
 diagnostics of the eras that refuse it: the property is that a file migrates in all eras or in none, except where a
 diagnostic names an API the other runtime lacks and what to do.
 
-Each file is migrated for every era before the next one, and the report is rewritten after each tuple-cache file,
-so a run that is stopped leaves a census of the files it finished, parity complete for each of them (``--json``
-keeps every result, one JSON line each, and ``--resume`` reads it back to skip what is done).
+Each file is migrated for every era before the next one (a file the engine answers before any rule runs, with no
+tuple cache or with cache code no model reaches, is answered once for all eras: no rule is involved), and the
+report is rewritten after each tuple-cache file, so a run that is stopped leaves a census of the files it
+finished, parity complete for each of them (``--json`` keeps every result, one JSON line each, and ``--resume``
+reads it back to skip what is done).
 
 Exit status: 0; 1 when the engine fails on a file (internal error); 2 on bad usage.
 """
@@ -195,6 +197,12 @@ def render(result: dict, versions: list[str], eras: list[str], command: str, set
     return "\n".join(lines) + "\n"
 
 
+def _before_the_rules(migration: Migration) -> bool:
+    """The engine answered before any rule ran, so every era answers the same (the eras share their cache names):
+    no tuple cache (the prefilter, or on the Cache API), or cache code no model class reaches (CM299)."""
+    return migration.unreachable or (migration.status == "clean" and not migration.diagnostics)
+
+
 def _progress(sources, done: set, eras: list[str]) -> str:
     parts = []
     for version, files in sources:
@@ -240,7 +248,12 @@ def main(argv: list[str] | None = None) -> int:
         started = time.perf_counter()
         for file in files:
             todo = [era for era in eras if (version, file.relative, era) not in done]
-            new = [Cell(era, migrate_with(file, *states[era])) for era in todo]
+            new = []
+            for era in todo:
+                if new and _before_the_rules(new[0].migration):  # the same in every era: no rule ran
+                    new.append(Cell(era, new[0].migration))
+                else:
+                    new.append(Cell(era, migrate_with(file, *states[era])))
             cells.extend(new)
             done.update((version, file.relative, era) for era in todo)
             if args.json and new:
