@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from cachemigrate.engine import Options  # noqa: E402
 from cachemigrate.rules.loader import load_ruleset  # noqa: E402
+from corpuskit.markdown import _cell, _codes  # noqa: E402
 from corpuskit.migrating import Migration, migrate_with  # noqa: E402
 from corpuskit.sources import read_source, resolve  # noqa: E402
 
@@ -114,18 +115,6 @@ def census(cells: list[Cell], versions: list[str], eras: list[str]) -> dict:
 
 def _share(migrated: int, reachable: int) -> str:
     return f"{100 * migrated / reachable:.0f}%" if reachable else "–"
-
-
-def _codes(migration: Migration) -> str:
-    counts: dict[str, int] = {}
-    for text in migration.diagnostics:
-        code = text.split(" ", 2)[1] if text.count(" ") >= 2 else text
-        counts[code] = counts.get(code, 0) + 1
-    return ", ".join(f"{c}×{n}" if n > 1 else c for c, n in sorted(counts.items())) or "–"
-
-
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
 
 
 def render(result: dict, versions: list[str], eras: list[str], command: str, settings: str, done: str) -> str:
