@@ -51,6 +51,7 @@ def _arguments(argv):
     parser.add_argument("--json", type=Path, help="append every file's result here, one JSON line each")
     parser.add_argument("--resume", action="store_true", help="skip the cells already in --json")
     parser.add_argument("--only", nargs="*", help="model folder names to keep (e.g. bart whisper)")
+    parser.add_argument("--first", nargs="*", default=[], help="model folder names to census before the others")
     parser.add_argument("--tier", default="dynamic", choices=("dynamic", "static", "upstream"))
     parser.add_argument("--line-length", type=int, default=119, help="transformers' own line length")
     return parser.parse_args(argv)
@@ -215,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     for spec in args.sources or DEFAULT_SOURCES:
         version, found = read_source(resolve(spec))
         found = [f for f in found if not f.framework and (not args.only or f.model in args.only)]
+        found.sort(key=lambda f: args.first.index(f.model) if f.model in args.first else len(args.first))
         sources.append((version, found))
         log(f"{spec}: transformers {version}, {len(found)} PyTorch modeling files")
     versions = [version for version, _ in sources]
