@@ -22,8 +22,8 @@ class Diagnostic:
 
 # Codes the engine itself emits (rules emit their own ids).
 UNKNOWN_IDIOM = "CM900"  # a legacy use of the cache that no rule rewrote
-# the end of a CM900 for an idiom no rule of any era rewrites (edit/suppressed.py and proof/gaps.py put what they
-# know in its place)
+# the end of a CM900 for an idiom no rule of any era rewrites (edit/suppressed.py and rules/withdrawn.py put what
+# they know in its place)
 NO_RULE = (
     "and no rule rewrites this idiom; the file was left unchanged. Migrate this statement by hand or add a rule for it"
 )

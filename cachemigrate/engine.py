@@ -33,12 +33,12 @@ from .facts.converters import find_converters
 from .excerpts import quote, source_line
 from .edit.imports import IMPORTS_RULE
 from .proof.first_step import first_step_diagnostics, past_hook_diagnostics
-from .proof.gaps import era_gaps
 from .proof.leftovers import edited_functions, edited_tops, leftover_diagnostics, unbound_names
 from .facts.outside import explain as explain_outside
 from .rules.planning import plan_rules
 from .facts.reach import unreachable_cache
 from .rules.removed import removed_uses
+from .rules.withdrawn import note_withdrawn
 from .edit.render import format_statements
 from .results import FileResult, Options
 from .rules.schema import Era, Rule, RuleSet
@@ -301,7 +301,6 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
     rules = ruleset.for_tier(options.tier)
     options = with_width(options, code)
     plan, matched, found, notes = plan_rules(module, before, rules, era, path, options, locate)
-    gap = era_gaps(module, before, ruleset, options, path, locate)  # planned only if a CM900 needs it
     plan, suppressed = leave_out(module, plan, code, path)
     try:
         new_module, migrated = _apply_and_prove(module, plan, options, code)
@@ -324,7 +323,8 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
     if unbound and found:
         # a rule could not be applied, so the file stays as it is anyway: what the user can act on is why, not
         # the half-planned code the other rules would have left
-        found.extend(leftover_diagnostics(before, reparsed, edited, functions, era, path, locate, gap=gap))
+        found.extend(leftover_diagnostics(before, reparsed, edited, functions, era, path, locate))
+        found = note_withdrawn(found, module, before, ruleset, options, path, locate)
         return done("failed", diags=found, applied=dict(matched))
     if unbound:
         function, names = unbound
@@ -336,11 +336,12 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
         )
         return done("error", diags=[Diagnostic(path, line, column, codes.REGION_VIOLATION, message)])
     said = {d.line for d in found if d.code == codes.UNKNOWN_IDIOM}  # a construct planning explained, said once
-    leftovers = leftover_diagnostics(before, reparsed, edited, functions, era, path, locate, converters, gap)
+    leftovers = leftover_diagnostics(before, reparsed, edited, functions, era, path, locate, converters)
     found.extend(d for d in leftovers if d.line not in said)
     found.extend(first_step_diagnostics(before, reparsed, era, path, locate))
     found.extend(removed_uses(module, new_module, era, path, locate))
     applied = {rule: count for rule, count in matched.items()}
     if found:
+        found = note_withdrawn(found, module, before, ruleset, options, path, locate)
         return done("failed", diags=found, applied=applied)
     return done("migrated", migrated=migrated, diags=notes, applied=applied)

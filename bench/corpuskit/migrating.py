@@ -52,7 +52,11 @@ def _init(era: str, tier: str, line_length: int) -> None:
 
 
 def migrate_one(file: CorpusFile) -> Migration:
-    ruleset, options = _STATE
+    return migrate_with(file, *_STATE)
+
+
+def migrate_with(file: CorpusFile, ruleset, options: Options) -> Migration:
+    """One file through ``cachemigrate migrate`` in memory with this rule set and these options."""
     cache_api = bool(CACHE_API.search(file.data))
     try:
         result = migrate_bytes(file.data, ruleset, options, path=file.relative)

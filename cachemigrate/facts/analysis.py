@@ -255,3 +255,8 @@ class Locator:
             self._positions = MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(PositionProvider)
         start = self._positions[node].start
         return start.line, start.column + 1
+
+    def last_line(self, node: cst.CSTNode) -> int:
+        """The line a node ends on."""
+        self(node)
+        return self._positions[node].end.line

@@ -4,7 +4,7 @@ statement)."""
 
 from __future__ import annotations
 
-from typing import Callable, Mapping
+from typing import Mapping
 
 import libcst as cst
 
@@ -82,12 +82,10 @@ def leftover_diagnostics(
     path: str,
     locate: Locator,
     converters: Mapping[str, Converter] = {},
-    gap: Callable[[str], str | None] = lambda function: None,
 ) -> list[Diagnostic]:
     """Legacy uses still present after the rules ran, located in the original file. Only the edited functions
     are analysed again; the others keep the uses found before. ``new_module`` is a fresh parse of the migrated
-    code (the applied tree can hold one node object in several places). ``gap(function)`` says what the era lacks
-    to migrate a use left in ``function`` (:mod:`cachemigrate.gaps`), where it knows.
+    code (the applied tree can hold one node object in several places).
 
     The file's legacy converters (:mod:`cachemigrate.facts.converters`) only ever handle tuples and keep their tuple
     code; handing them a cache outside a tuple-only branch is a legacy use (a Cache could reach them)."""
@@ -140,6 +138,6 @@ def leftover_diagnostics(
             )
         else:
             what = f"`{first.variable}` is used as a tuple cache in {function} ({', '.join(idioms)}{where})"
-        message = f"{what} {gap(function) or NO_RULE}"
+        message = f"{what} {NO_RULE}"
         result.append(Diagnostic(path, line, column, codes.UNKNOWN_IDIOM, message))
     return result

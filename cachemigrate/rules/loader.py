@@ -34,6 +34,7 @@ from .schema import (
     Rule,
     RuleError,
     RuleSet,
+    Withdrawn,
     bound_names,
     line_of,
     read_toml,
@@ -57,7 +58,8 @@ _RULE_KEYS = {
 
 
 _ERA_KEYS = {
-    "era", "runtime", "cache_names", "cache_module", "facts", "extends", "remove", "restore", "auto", "removed",
+    "era", "runtime", "cache_names", "cache_module", "facts", "extends", "remove", "remove_because", "restore",
+    "auto", "removed",
 }  # fmt: skip
 
 
@@ -172,26 +174,25 @@ def load_ruleset(era: str, extra_dirs: tuple[Path, ...] = (), root: Path = BUILT
     chain = _era_chain(era, root)
     info: Era | None = None
     by_id: dict[str, Rule] = {}
-    dropped: dict[str, Rule] = {}
-    remover: dict[str, str] = {}  # rule id -> the era that removes it
+    dropped: dict[str, Withdrawn] = {}
     for index, name in enumerate(chain):
         path = root / name / "era.toml"
         info = load_era(path, info)
         check = Checker(path, read_toml(path))
+        because = check.get("remove_because", str, "a string: why the era removes the rules of `remove`", "")
         for rule_id in check.str_list("remove", []):
             if rule_id not in by_id:
                 raise check.fail("remove", f"ids of rules that {info.extends!r} has", rule_id)
-            dropped[rule_id], remover[rule_id] = by_id.pop(rule_id), name
+            dropped[rule_id] = Withdrawn(by_id.pop(rule_id), info.name, because)
         for rule_id in check.str_list("restore", []):
             if rule_id not in dropped:
                 raise check.fail("restore", "ids of rules that an era this one extends removed", rule_id)
-            by_id[rule_id] = dropped.pop(rule_id)
+            by_id[rule_id] = dropped.pop(rule_id).rule
         last = index == len(chain) - 1
         by_id.update(_rules_of(info, root / name, extra_dirs, flat_dirs=last))
     _check_removed(by_id.values(), info)
-    ordered = sorted(by_id.values(), key=lambda r: (r.order, r.id))
-    removed = tuple((remover[r.id], r) for r in dropped.values() if r.id not in by_id)
-    return RuleSet(info, tuple(ordered), removed)
+    withdrawn = tuple(w for rule_id, w in sorted(dropped.items()) if rule_id not in by_id)  # not replaced after
+    return RuleSet(info, tuple(sorted(by_id.values(), key=lambda r: (r.order, r.id))), withdrawn)
 
 
 def _era_chain(era: str, root: Path) -> list[str]:

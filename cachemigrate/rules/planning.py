@@ -77,6 +77,12 @@ def plan_rules(
                 why = _why_unknown(missing, layout.reason)
                 found.append(_not_applied(rule, path, where, f"cannot tell how it applies: {why}"))
             continue
+        lacking = _lacking_holes(rule, functions, bound)
+        if lacking:
+            functions = functions - set(lacking)
+            if rule.required and not functions:
+                where = locate(info.functions[sorted(lacking)[0]].node)
+                found.append(_not_applied(rule, path, where, _why_lacking(lacking)))
         if not functions and not classes:
             continue
         ctx = ActionContext(
@@ -137,6 +143,45 @@ def _planned(
         where = locate(info.functions[functions[0]].node)
         return [_not_applied(rule, path, where, f"found nothing to rewrite in {', '.join(functions)}")]
     return []
+
+
+# what a rule matches (its holes capture there), not what it writes
+_MATCHED_PARAMS = frozenset({"pattern", "patterns", "only_before", "old", "inside_if", "moves"})
+_HOLE_WORDS = {"cache": "a cache parameter", "layers": "a list of blocks (`self.<name> = nn.ModuleList(...)`)"}
+
+
+def _texts(values) -> list[str]:
+    return [v for v in values if isinstance(v, str)] + [t for v in values if isinstance(v, list) for t in _texts(v)]
+
+
+def _lacking_holes(rule: Rule, functions: set[str], bound) -> dict[str, list[str]]:
+    """The functions in the rule's scope that lack a hole its code writes and binds per function (`{cache}`, the
+    function's cache parameter; `{layers}`; `{arg0}`...), and which: the rule is not applied there (the code it would
+    write has nothing to name; a GPT-2 of transformers 2 has heads whose forward takes no past)."""
+    written = _texts([v for k, v in rule.params.items() if k not in _MATCHED_PARAMS])
+    captured = {
+        hole for text in _texts([v for k, v in rule.params.items() if k in _MATCHED_PARAMS]) for hole in holes(text)
+    }
+    wanted = {
+        hole
+        for text in written
+        for hole in holes(text)
+        if (hole in ("cache", "layers") or (hole.startswith("arg") and hole[3:].isdigit())) and hole not in captured
+    }
+    lacking = {}
+    for qualname in sorted(functions):
+        missing = sorted(wanted - set(bound(qualname)))
+        if missing:
+            lacking[qualname] = missing
+    return lacking
+
+
+def _why_lacking(lacking: dict[str, list[str]]) -> str:
+    def words(hole: str) -> str:
+        return _HOLE_WORDS.get(hole) or f"a parameter number {int(hole[3:]) + 1}"
+
+    said = "; ".join(f"{name} has no {' and no '.join(map(words, holes))}" for name, holes in lacking.items())
+    return f"cannot apply: the code it writes needs what these functions lack ({said})"
 
 
 def _facts_in_templates(rule: Rule, era: Era) -> set[str]:

@@ -102,11 +102,19 @@ class Rule:
 
 
 @dataclasses.dataclass(frozen=True)
+class Withdrawn:
+    """A rule of an ancestor era that an era of the chain removed (``remove`` of its era.toml), and why."""
+
+    rule: Rule
+    era: str  # the era that removed it
+    because: str  # ``remove_because`` of that era.toml ("" when it says nothing)
+
+
+@dataclasses.dataclass(frozen=True)
 class RuleSet:
     era: Era
     rules: tuple[Rule, ...]
-    # the rules of the eras it extends that it (or an era between) removes, with the era whose `remove` drops each
-    dropped: tuple[tuple[str, Rule], ...] = ()
+    withdrawn: tuple[Withdrawn, ...] = ()  # for the diagnostics: what an ancestor era would have rewritten
 
     def for_tier(self, tier: str) -> list[Rule]:
         if tier not in TIERS:
