@@ -35,7 +35,7 @@ def note_withdrawn(
     withdrawn = [w for w in ruleset.withdrawn if w.rule.in_tier(options.tier)]
     if not generic or not withdrawn:
         return found
-    _, matched, _ = plan_rules(module, info, [w.rule for w in withdrawn], ruleset.era, path, options, locate)
+    _, matched, _, _ = plan_rules(module, info, [w.rule for w in withdrawn], ruleset.era, path, options, locate)
     spans: list[tuple[int, int, str]] = []  # (first line, last line, what to say) per function of a matching rule
     for entry in withdrawn:
         if not matched.get(entry.rule.id):
