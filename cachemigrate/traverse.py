@@ -17,6 +17,7 @@ order libcst visits them (recorded once per node type from libcst itself), and n
 from __future__ import annotations
 
 import bisect
+import dataclasses
 from typing import Iterator
 
 import libcst as cst
@@ -55,7 +56,11 @@ def _fields(node: CSTNode) -> tuple[str, ...]:
     if fields is None:
         recorder = _Recorder()
         node._visit_and_replace_children(recorder)
-        fields = _FIELDS[kind] = tuple(dict.fromkeys(recorder.fields))
+        fields = tuple(dict.fromkeys(recorder.fields))
+        # libcst skips a field that is None on some node types (an f-string expression's ``format_spec``): what
+        # this node shows holds for its type only when no field was left out that way
+        if not any(f.name not in fields and getattr(node, f.name) is None for f in dataclasses.fields(node)):
+            _FIELDS[kind] = fields
     return fields
 
 

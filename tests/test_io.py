@@ -211,8 +211,8 @@ def test_a_report_through_a_symlink_to_stdout(folder, stdout):
 
 
 def test_a_report_on_a_full_disk_is_an_error_after_the_summary_not_an_internal_error(folder):
-    if not os.path.exists("/dev/full"):
-        pytest.skip("no /dev/full here")
+    if not os.path.exists("/dev/full") or not stat.S_ISCHR(os.stat("/dev/full").st_mode):
+        pytest.skip("no /dev/full device here")
     target = folder / "modeling_x.py"
     target.write_bytes(BEFORE)
     result = cli("--report", "/dev/full", target)

@@ -105,3 +105,14 @@ def test_findall_from_the_index_is_libcsts():
     for tree in (module, function, function.body, function.params, built):
         for matcher in (m.Name(), m.Call() | m.Subscript() | m.Lambda(), m.MatchIfTrue(lambda n: True), m.Arg()):
             assert _same(traverse.findall(tree, matcher), m.findall(tree, matcher)), (tree, matcher)
+
+
+def test_a_field_libcst_skips_when_it_is_none_is_walked_where_it_is_set():
+    """An f-string expression without a format spec seen first must not hide the spec of a later one."""
+    traverse._FIELDS.clear()  # as in a fresh process: what libcst visits is learned from the first node of a type
+    module = cst.parse_module('a = f"{x}"\nb = f"{y:>{width}}"\n')
+    expected, got = _Log(), _Log()
+    module.visit(expected)
+    traverse.walk(module, got)
+    assert _same([node for _, node in got.log], [node for _, node in expected.log])
+    assert any(isinstance(node, cst.Name) and node.value == "width" for node in traverse.nodes(module))
