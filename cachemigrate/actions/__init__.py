@@ -6,6 +6,7 @@ from .add_base_class import AddBaseClass
 from .add_method import AddMethod
 from .add_parameter import AddParameter
 from .base import Action, ActionContext
+from .cache_edits import EditCacheConsumer
 from .drop_import import DropImport
 from .insert_statements import InsertStatements
 from .pass_argument import PassArgument
@@ -35,6 +36,7 @@ ACTIONS: dict[str, type[Action]] = {
         DropImport,
         ReplaceClassStatements,
         TieWeightsMapping,
+        EditCacheConsumer,
     )
 }
 
