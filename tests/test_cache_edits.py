@@ -1,0 +1,82 @@
+"""Code that edits a cache outside a model (rules CM500-CM503, cachemigrate/facts/consumers.py): the helper modules
+of fixtures/cache_edits/ migrate for every era, and the migrated helpers, handed a DynamicCache of the same tensors,
+give bit for bit what the originals give on a tuple past (and the same on a tuple). Here on transformers 4.51.3 for
+the eras whose code that release runs (4.52 and portable); tests/test_cache_edits_runtimes.py runs 4.56, 5 and
+portable on 4.57.6 and 5.x. Near misses are refused at their line."""
+
+import pytest
+
+from cache_edit_calls import CALLS, FIXTURES
+from cachemigrate.engine import Options, migrate_source
+from cachemigrate.probe.edits import check
+from cachemigrate.rules.loader import load_ruleset
+
+OPTIONS = Options(line_length=119)
+ERAS = ("4.52", "4.56", "5", "portable")
+
+
+def migrate(path, era):
+    return migrate_source(path.read_text(), load_ruleset(era), OPTIONS, path=str(path))
+
+
+@pytest.mark.parametrize("era", ERAS)
+@pytest.mark.parametrize("fixture", sorted(CALLS))
+def test_every_helper_module_migrates_for_every_era(fixture, era):
+    result = migrate(FIXTURES / fixture, era)
+    assert result.status == "migrated", [str(d) for d in result.diagnostics]
+    assert not [d for d in result.diagnostics if d.code in ("CM900", "CM901", "CM903")]
+    again = migrate_source(result.migrated, load_ruleset(era), OPTIONS, path=fixture)
+    assert again.status == "clean" or again.migrated == result.migrated  # a second run changes nothing
+
+
+@pytest.mark.parametrize("era", ("4.52", "portable"))
+@pytest.mark.parametrize("fixture", sorted(CALLS))
+def test_migrated_helpers_on_a_cache_match_the_originals_on_a_tuple(fixture, era, tmp_path):
+    migrated = tmp_path / "migrated.py"
+    migrated.write_text(migrate(FIXTURES / fixture, era).migrated)
+    results = check(str(FIXTURES / fixture), str(migrated), CALLS[fixture])
+    assert [r for r in results if not r["ok"]] == []
+    assert len(results) == len(CALLS[fixture])
+
+
+def test_the_check_tells_a_wrong_edit_apart(tmp_path):
+    """A migrated rollback that keeps one position too many is caught (the comparison can fail)."""
+    wrong = tmp_path / "wrong.py"
+    wrong.write_text(
+        migrate(FIXTURES / "rollback/speculative.py", "4.52").migrated.replace(".crop(end_pos)", ".crop(end_pos + 1)")
+    )
+    [result] = check(
+        str(FIXTURES / "rollback/speculative.py"), str(wrong), [{"function": "rollback", "args": ["PAST", 5]}]
+    )
+    assert not result["ok"] and "tensor 0" in result["detail"]
+
+
+@pytest.mark.parametrize("era", ERAS)
+@pytest.mark.parametrize(
+    "fixture, code, line, words",
+    [
+        (
+            "nearmiss/head_dim.py",
+            "CM503",
+            7,
+            "`k[:, :, :, :width]` slices axis 3 of the cached tensor, not its sequence",
+        ),
+        (
+            "nearmiss/heads_read.py",
+            "CM500",
+            7,
+            "`past_key_values[0][0].shape[1]` reads the heads of a layer's cached tensor",
+        ),
+        (
+            "nearmiss/not_a_past.py",
+            "CM900",
+            12,
+            "`past` is used as a tuple in trim (`for t in past`), but never as a past",
+        ),
+    ],
+)
+def test_near_misses_are_refused_at_their_line(fixture, code, line, words, era):
+    result = migrate(FIXTURES / fixture, era)
+    assert result.status == "failed" and result.migrated == (FIXTURES / fixture).read_text()
+    assert [(d.code, d.line) for d in result.diagnostics] == [(code, line)]
+    assert words in result.diagnostics[0].message
