@@ -5,8 +5,8 @@ the eras whose code that release runs (4.52 and portable); tests/test_cache_edit
 portable on 4.57.6 and 5.x. Near misses are refused at their line."""
 
 import pytest
-
 from cache_edit_calls import CALLS, FIXTURES
+
 from cachemigrate.engine import Options, migrate_source
 from cachemigrate.probe.edits import check
 from cachemigrate.rules.loader import load_ruleset

@@ -64,16 +64,15 @@ def same(left, right) -> str | None:
     import torch
 
     a, b = _flat(left), _flat(right)
-    tensors = lambda xs: [x for x in xs if isinstance(x, torch.Tensor)]  # noqa: E731
-    others = lambda xs: [x for x in xs if not isinstance(x, torch.Tensor)]  # noqa: E731
-    ta, tb = tensors(a), tensors(b)
+    ta, tb = [x for x in a if isinstance(x, torch.Tensor)], [x for x in b if isinstance(x, torch.Tensor)]
     if len(ta) != len(tb):
         return f"{len(ta)} tensors against {len(tb)}"
     for index, (x, y) in enumerate(zip(ta, tb)):
         if x.dtype != y.dtype or x.shape != y.shape or not torch.equal(x, y):
             return f"tensor {index}: {tuple(x.shape)} {x.dtype} against {tuple(y.shape)} {y.dtype}, or values differ"
-    if others(a) != others(b):
-        return f"values {others(a)} against {others(b)}"
+    others = [x for x in a if not isinstance(x, torch.Tensor)], [x for x in b if not isinstance(x, torch.Tensor)]
+    if others[0] != others[1]:
+        return f"values {others[0]} against {others[1]}"
     return None
 
 
@@ -97,7 +96,8 @@ def check(original_path: str, migrated_path: str, calls: list[dict]) -> list[dic
         try:
             got = getattr(migrated, name)(*_args(call["args"], cache))
             on_tuple = getattr(migrated, name)(*_args(call["args"], make_past()))
-        except Exception as exc:  # the migrated helper failed on this runtime: a finding, not a crash of the check
+        # the migrated helper failing on this runtime is a finding, not a crash of the check
+        except Exception as exc:  # noqa: BLE001
             results.append({"call": call, "ok": False, "detail": f"{type(exc).__name__}: {exc}"})
             continue
         why = same(expected, got) or (f"tuple path: {same(expected, on_tuple)}" if same(expected, on_tuple) else None)
