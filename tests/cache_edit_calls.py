@@ -26,5 +26,6 @@ CALLS = {
         {"function": "layer_norms", "args": ["PAST", 1]},
         {"function": "layer_norms", "args": ["PAST", -1]},
         {"function": "total_positions", "args": ["PAST"]},
+        {"function": "describe", "args": ["PAST"]},
     ],
 }

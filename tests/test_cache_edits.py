@@ -80,3 +80,41 @@ def test_near_misses_are_refused_at_their_line(fixture, code, line, words, era):
     assert result.status == "failed" and result.migrated == (FIXTURES / fixture).read_text()
     assert [(d.code, d.line) for d in result.diagnostics] == [(code, line)]
     assert words in result.diagnostics[0].message
+
+
+def test_consumers_are_the_functions_that_read_a_past_or_hand_it_to_one_that_does():
+    import libcst as cst
+
+    from cachemigrate.facts.analysis import analyze
+
+    era = load_ruleset("4.52").era
+    info = analyze(cst.parse_module((FIXTURES / "count/inspect_cache.py").read_text()), era.cache_names)
+    # describe reads only len(past), and hands the past to cache_stats
+    assert info.roles["consumer"] == ["cache_stats", "layer_norms", "total_positions", "describe"]
+    info = analyze(cst.parse_module((FIXTURES / "nearmiss/not_a_past.py").read_text()), era.cache_names)
+    assert info.roles["consumer"] == ["rollback"] and [fn.qualname for fn, _, _ in info.unproven] == ["trim"]
+
+
+@pytest.mark.parametrize("end", range(-9, 10))
+def test_the_vendored_crop_keeps_what_the_slice_keeps(end):
+    """crop_cache_to (era 5 and portable, rules/vendor/cache_crop.py) on 4.51.3's DynamicCache, every end."""
+    import importlib.util
+
+    from transformers import DynamicCache
+
+    from cachemigrate.probe.edits import cache_tensors, make_past
+
+    path = FIXTURES.parent.parent / "rules" / "vendor" / "cache_crop.py"
+    spec = importlib.util.spec_from_file_location("cachemigrate_vendor_cache_crop", path)
+    vendor = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(vendor)
+    cache = DynamicCache.from_legacy_cache(make_past())
+    vendor.crop_cache_to(cache, end)
+    for (k, v), (ck, cv) in zip(make_past(), cache_tensors(cache)):
+        assert torch_equal(k[:, :, :end], ck) and torch_equal(v[:, :, :end], cv)
+
+
+def torch_equal(a, b) -> bool:
+    import torch
+
+    return a.shape == b.shape and torch.equal(a, b)

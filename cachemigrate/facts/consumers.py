@@ -305,19 +305,31 @@ def _evidence(fn: FunctionInfo, cache: str) -> bool:
     return any(_pairs_loop(target, iterable, cache) for target, iterable in loops)
 
 
+def _passes_to(fn: FunctionInfo, cache: str, targets: set[str]) -> bool:
+    """``cache`` is an argument of a call of one of ``targets`` (``rollback(past, n)``)."""
+    call = m.Call(func=m.Name(m.MatchIfTrue(lambda name: name in targets)))
+    return any(any(m.matches(a.value, m.Name(cache)) for a in node.args) for node in findall(fn.node, call))
+
+
 def consumers(functions: dict[str, FunctionInfo]) -> tuple[list[str], list[tuple]]:
     """(the module-level functions shown to consume a past, in file order; ``(function, node, why)`` for those whose
-    cache parameter is used as a tuple but not shown to be a past). Methods are a model's or a head's, never
+    cache parameter is used as a tuple but not shown to be a past). A function shows it by reading the past layer
+    by layer, or by handing it to a function that does (to a fixed point). Methods are a model's or a head's, never
     consumers here."""
-    found, unproven = [], []
-    for qualname, fn in functions.items():
-        if fn.cls is not None or not fn.cache_params or not fn.legacy():  # module-level functions only
+    candidates = {
+        q: fn for q, fn in functions.items() if fn.cls is None and fn.cache_params and fn.legacy()
+    }  # module-level functions that use a cache parameter as a tuple
+    shown = {q for q, fn in candidates.items() if _evidence(fn, fn.cache_params[0])}
+    while True:
+        more = {q for q, fn in candidates.items() if q not in shown and _passes_to(fn, fn.cache_params[0], shown)}
+        if not more:
+            break
+        shown |= more
+    unproven = []
+    for qualname, fn in candidates.items():
+        if qualname in shown:
             continue
-        cache = fn.cache_params[0]
-        if _evidence(fn, cache):
-            found.append(qualname)
-            continue
-        first = fn.legacy()[0]
+        cache, first = fn.cache_params[0], fn.legacy()[0]
         unproven.append(
             (
                 fn,
@@ -325,11 +337,12 @@ def consumers(functions: dict[str, FunctionInfo]) -> tuple[list[str], list[tuple
                 (
                     f"`{cache}` is used as a tuple in {qualname} (`{first.idiom}`), but never as a past: neither read "
                     f"layer by layer as (key, value) pairs (`{cache}[i][0]`) nor iterated as them "
-                    f"(`for k, v in {cache}`), so it is not shown to be a KV cache; the file was left unchanged"
+                    f"(`for k, v in {cache}`), nor handed to a function that does, so it is not shown to be a KV "
+                    "cache; the file was left unchanged"
                 ),
             )
         )
-    return found, unproven
+    return [q for q in candidates if q in shown], unproven
 
 
 def unproven_diagnostics(unproven: list, path: str, locate) -> list[Diagnostic]:
