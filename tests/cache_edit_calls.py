@@ -20,6 +20,7 @@ CALLS = {
         {"function": "evict", "args": ["PAST", 1, 1]},
         {"function": "evict", "args": ["PAST", 4, 4]},
         {"function": "keep_recent", "args": ["PAST", 3]},
+        {"function": "compress", "args": ["PAST", [3, 5, 2]]},
     ],
     "count/inspect_cache.py": [
         {"function": "cache_stats", "args": ["PAST"]},

@@ -196,7 +196,9 @@ class _Planner(Planner):
         if rebuild.end is not None:
             return ["    " + _fill(self.action.param("crop"), {"cache": cache, "end": _code(rebuild.end)})]
         taken = {n.value for n in findall(self.ctx.info.functions[self.current_function].node, m.Name())}
-        layer = next(name for name in ("layer_idx", "layer_index", "cache_layer_idx") if name not in taken)
+        layer = rebuild.layer or next(
+            name for name in ("layer_idx", "layer_index", "cache_layer_idx") if name not in taken
+        )
         holes = {"cache": cache, "layer": layer}
         read = f"{rebuild.keys}, {rebuild.values} = {_fill(self.action.param('keys'), holes)}, {_fill(self.action.param('values'), holes)}"
         body = [line for stmt in rebuild.body for line in cst.Module(body=[stmt]).code.strip("\n").splitlines()]

@@ -167,6 +167,7 @@ class Rebuild:
     count: int
     keys: str  # the loop's names for one layer's tensors
     values: str
+    layer: str | None  # the loop's name for the layer index (`for i, (k, v) in enumerate(past)`)
     body: tuple[cst.BaseStatement, ...]  # the loop's own assignments (a loop form), in order
     new_keys: cst.BaseExpression
     new_values: cst.BaseExpression
@@ -176,22 +177,31 @@ class Rebuild:
     blocker: Blocker | None = None  # a rebuild whose tensors are not sequence edits (a near miss)
 
 
-def _pairs_loop(target: cst.BaseExpression, iterable: cst.BaseExpression, cache: str) -> tuple[str, str] | None:
-    if not m.matches(iterable, m.Name(cache)):
-        return None
-    if m.matches(target, m.Tuple(elements=[m.Element(m.Name()), m.Element(m.Name())])):
-        return target.elements[0].value.value, target.elements[1].value.value
+_PAIR = m.Tuple(elements=[m.Element(m.Name()), m.Element(m.Name())])
+_TWO = m.Tuple(elements=[m.Element(), m.Element()]) | m.List(elements=[m.Element(), m.Element()])
+
+
+def _pairs_loop(target, iterable, cache: str) -> tuple[str, str, str | None] | None:
+    """``for k, v in cache`` -> (k, v, None); ``for i, (k, v) in enumerate(cache)`` -> (k, v, i)."""
+    if m.matches(iterable, m.Name(cache)) and m.matches(target, _PAIR):
+        return target.elements[0].value.value, target.elements[1].value.value, None
+    enumerated = m.Call(func=m.Name("enumerate"), args=[m.Arg(m.Name(cache), keyword=None)])
+    if m.matches(iterable, enumerated) and m.matches(
+        target, m.Tuple(elements=[m.Element(m.Name()), m.Element(_PAIR)])
+    ):
+        pair = target.elements[1].value
+        return pair.elements[0].value.value, pair.elements[1].value.value, target.elements[0].value.value
     return None
 
 
 def _comprehension(expr: cst.BaseExpression, cache: str):
-    """``tuple((a, b) for k, v in cache)`` / ``tuple([...])``: (k, v, a, b)."""
+    """``tuple((a, b) for k, v in cache)`` / ``tuple([...])`` / ``[[a, b] for ...]``: (k, v, layer, a, b)."""
     if m.matches(expr, m.Call(func=m.Name("tuple"), args=[m.Arg(keyword=None)])):
         expr = expr.args[0].value
     if not isinstance(expr, (cst.GeneratorExp, cst.ListComp)) or expr.for_in.inner_for_in or expr.for_in.ifs:
         return None
     names = _pairs_loop(expr.for_in.target, expr.for_in.iter, cache)
-    if names is None or not m.matches(expr.elt, m.Tuple(elements=[m.Element(), m.Element()])):
+    if names is None or not m.matches(expr.elt, _TWO):
         return None
     return (*names, expr.elt.elements[0].value, expr.elt.elements[1].value)
 
@@ -217,12 +227,12 @@ def rebuilds(block: cst.BaseSuite, cache: str) -> list[Rebuild]:
     for index, stmt in enumerate(body):
         end = _ends(stmt, lambda value: _comprehension(value, cache))
         if end is not None:
-            returns, target, (keys, values, a, b) = end
-            found.append(_rebuild(block, index, 1, keys, values, (), a, b, returns, target))
+            returns, target, (keys, values, layer, a, b) = end
+            found.append(_rebuild(cache, block, index, 1, keys, values, layer, (), a, b, returns, target))
             continue
         loop = _loop(body, index, cache)
         if loop is not None:
-            found.append(_rebuild(block, index, 3, *loop))
+            found.append(_rebuild(cache, block, index, 3, *loop))
     return found
 
 
@@ -238,13 +248,7 @@ def _loop(body: Sequence[cst.BaseStatement], index: int, cache: str):
     names = _pairs_loop(loop.target, loop.iter, cache)
     statements = list(loop.body.body)
     append = m.SimpleStatementLine(
-        body=[
-            m.Expr(
-                m.Call(
-                    func=m.Attribute(m.Name(new), m.Name("append")), args=[m.Arg(m.Tuple([m.Element(), m.Element()]))]
-                )
-            )
-        ]
+        body=[m.Expr(m.Call(func=m.Attribute(m.Name(new), m.Name("append")), args=[m.Arg(_TWO)]))]
     )
     if names is None or not statements or not m.matches(statements[-1], append):
         return None
@@ -257,28 +261,32 @@ def _loop(body: Sequence[cst.BaseStatement], index: int, cache: str):
     return (*names, tuple(statements[:-1]), pair.elements[0].value, pair.elements[1].value, returns, target)
 
 
-def _rebuild(block, index, count, keys, values, body, a, b, returns, target) -> Rebuild:
+def _rebuild(cache, block, index, count, keys, values, layer, body, a, b, returns, target) -> Rebuild:
     names = {keys: "keys", values: "values"}
     blocker = None
     for stmt in body:  # the loop's own statements: `k = torch.cat((k[:, :, :s], k[:, :, -r:]), dim=2)`
         if not m.matches(stmt, m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(m.Name())])])):
             blocker = blocker or Blocker(stmt, f"`{code_of(stmt).strip()}` is not an assignment of an edited tensor")
             continue
-        source, why = sequence_edit(stmt.body[0].value, names)
+        value, bound = stmt.body[0].value, stmt.body[0].targets[0].target.value
+        reads = {n.value for n in findall(value, m.Name())}
+        if not reads & (set(names) | {cache}) and bound not in names:
+            continue  # a number of the loop's own (`keep = budgets[i] - 1`): copied as it is
+        source, why = sequence_edit(value, names)
         blocker = blocker or why
         if source is not None:
-            names[stmt.body[0].targets[0].target.value] = source
+            names[bound] = source
     for expr, wanted in ((a, "keys"), (b, "values")):
         source, why = sequence_edit(expr, names)
         blocker = blocker or why
         if blocker is None and source != wanted:
             blocker = Blocker(expr, f"`{code_of(expr)}` puts the layer's {source} where its {wanted} go")
-    end = None if body else _rollback_end(a, b, keys, values)
-    return Rebuild(block, index, count, keys, values, tuple(body), a, b, returns, target, end, blocker)
+    end = None if body else _rollback_end(a, b, keys, values, {keys, values, layer} - {None})
+    return Rebuild(block, index, count, keys, values, layer, tuple(body), a, b, returns, target, end, blocker)
 
 
-def _rollback_end(a, b, keys: str, values: str) -> cst.BaseExpression | None:
-    """``k[:, :, :end]`` and ``v[:, :, :end]`` with one ``end`` that reads neither: that ``end``."""
+def _rollback_end(a, b, keys: str, values: str, loop_names: set[str]) -> cst.BaseExpression | None:
+    """``k[:, :, :end]`` and ``v[:, :, :end]`` with one ``end`` that reads none of the loop's names: that ``end``."""
     ends = []
     for expr, name in ((a, keys), (b, values)):
         if not (isinstance(expr, cst.Subscript) and m.matches(expr.value, m.Name(name))):
@@ -287,7 +295,7 @@ def _rollback_end(a, b, keys: str, values: str) -> cst.BaseExpression | None:
         if axis not in SEQUENCE_AXES or cut.lower is not None or cut.step is not None or cut.upper is None:
             return None
         ends.append(cut.upper)
-    if code_of(ends[0]) != code_of(ends[1]) or findall(ends[0], m.Name(keys) | m.Name(values)):
+    if code_of(ends[0]) != code_of(ends[1]) or any(findall(ends[0], m.Name(name)) for name in loop_names):
         return None
     return ends[0]
 
