@@ -233,6 +233,16 @@ def _no_model(info, path: str, locate: Locator) -> Diagnostic:
     )
 
 
+def _not_a_past(info: ModuleInfo, function: str) -> str:
+    """For a module-level function: why it is not a helper that edits a past either."""
+    if not any(fn.qualname == function for fn, _node, _why in info.unproven):
+        return ""
+    return (
+        f", and {function} is not shown to edit a past either (it never reads it layer by layer as (key, value) "
+        "pairs, `past[i][0]` or `for k, v in past`)"
+    )
+
+
 def _only_consumers(info: ModuleInfo) -> bool:
     """Every tuple use of the file is in a module-level function that takes a past (shown to be one or not), and
     one at least is shown to be a past (a file of such functions that never reads a past is CM903's)."""
@@ -306,6 +316,7 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
                     + (
                         explain_outside(module, before, first)
                         or "no attention/block/model structure using it was recognised"
+                        + _not_a_past(before, first.function)
                     )
                     + "; the file was left unchanged",
                 )

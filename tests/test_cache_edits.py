@@ -73,6 +73,7 @@ def test_the_check_tells_a_wrong_edit_apart(tmp_path):
             12,
             "`past` is used as a tuple in trim (`for t in past`), but never as a past",
         ),
+        ("nearmiss/hidden_states.py", "CM903", 7, "trim_states is not shown to edit a past either"),
     ],
 )
 def test_near_misses_are_refused_at_their_line(fixture, code, line, words, era):
