@@ -14,6 +14,7 @@ CALLS = {
         {"function": "rollback", "args": ["PAST", 9]},
         {"function": "drop_rejected", "args": ["PAST", 1, 3]},
         {"function": "verify_step", "args": ["PAST", {"tensor": [[1, 2, 3]]}, {"tensor": [[1, 2, 4]]}]},
+        {"function": "should_verify", "args": ["PAST", 3]},
     ],
     "window/sinks.py": [
         {"function": "evict", "args": ["PAST", 2, 3]},

@@ -94,6 +94,9 @@ def test_consumers_are_the_functions_that_read_a_past_or_hand_it_to_one_that_doe
     assert info.roles["consumer"] == ["cache_stats", "layer_norms", "total_positions", "describe"]
     info = analyze(cst.parse_module((FIXTURES / "nearmiss/not_a_past.py").read_text()), era.cache_names)
     assert info.roles["consumer"] == ["rollback"] and [fn.qualname for fn, _, _ in info.unproven] == ["trim"]
+    # one that only counts the layers needs nothing, beside a consumer
+    info = analyze(cst.parse_module((FIXTURES / "rollback/speculative.py").read_text()), era.cache_names)
+    assert info.roles["consumer"][-1] == "should_verify" and info.unproven == []
 
 
 @pytest.mark.parametrize("end", range(-9, 10))
@@ -119,3 +122,10 @@ def torch_equal(a, b) -> bool:
     import torch
 
     return a.shape == b.shape and torch.equal(a, b)
+
+
+def test_a_helper_that_only_counts_the_layers_has_nothing_to_migrate():
+    code = "def depth(past_key_values):\n    return len(past_key_values)\n"
+    for era in ERAS:
+        result = migrate_source(code, load_ruleset(era), OPTIONS, path="depth.py")
+        assert (result.status, result.migrated, result.diagnostics) == ("clean", code, [])

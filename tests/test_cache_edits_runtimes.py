@@ -76,8 +76,9 @@ def test_migrated_helpers_on_the_runtimes_cache_match_the_originals_on_a_tuple(r
     assert len(migrated) == sum(len(c) for c in CALLS.values()) * len(eras)
     assert [(r["label"], r["call"]["function"], r["detail"]) for r in migrated if not r["ok"]] == []
     failing = {r["call"]["function"] for r in results if r["label"] == "original" and not r["ok"]}
-    if runtime == "5":  # every helper fails as users report it: not subscriptable, or 3-tuples to unpack
-        assert failing == {call["function"] for calls in CALLS.values() for call in calls}
+    if runtime == "5":  # every helper fails as users report it (not subscriptable, 3-tuples to unpack), but the
+        # one that only counts the layers: `len` of a Cache is its number of layers
+        assert failing == {call["function"] for calls in CALLS.values() for call in calls} - {"should_verify"}
     older = {(r["call"]["function"], r["detail"]) for r in results if r["label"] == "older" and not r["ok"]}
     assert {function for function, _ in older} == set(FAILS_ON[runtime]), older
     assert all(FAILS_ON[runtime][function] in detail for function, detail in older), older

@@ -333,9 +333,12 @@ def consumers(functions: dict[str, FunctionInfo]) -> tuple[list[str], list[tuple
         if not more:
             break
         shown |= more
+    # a function that only counts the layers (`len(past)`) reads a Cache the same way: nothing to prove or edit, and
+    # a file of such functions has nothing to migrate
+    counting = {q for q, fn in candidates.items() if all(u.idiom == f"len({u.variable})" for u in fn.legacy())}
     unproven = []
     for qualname, fn in candidates.items():
-        if qualname in shown:
+        if qualname in shown or qualname in counting:
             continue
         cache, first = fn.cache_params[0], fn.legacy()[0]
         unproven.append(
@@ -350,7 +353,7 @@ def consumers(functions: dict[str, FunctionInfo]) -> tuple[list[str], list[tuple
                 ),
             )
         )
-    return [q for q in candidates if q in shown], unproven
+    return [q for q in candidates if q in shown or q in counting], unproven
 
 
 def unproven_diagnostics(unproven: list, path: str, locate) -> list[Diagnostic]:
