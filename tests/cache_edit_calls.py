@@ -29,5 +29,6 @@ CALLS = {
         {"function": "layer_norms", "args": ["PAST", -1]},
         {"function": "total_positions", "args": ["PAST"]},
         {"function": "describe", "args": ["PAST"]},
+        {"function": "last_layer_means", "args": ["PAST"]},
     ],
 }

@@ -91,7 +91,7 @@ def test_consumers_are_the_functions_that_read_a_past_or_hand_it_to_one_that_doe
     era = load_ruleset("4.52").era
     info = analyze(cst.parse_module((FIXTURES / "count/inspect_cache.py").read_text()), era.cache_names)
     # describe reads only len(past), and hands the past to cache_stats
-    assert info.roles["consumer"] == ["cache_stats", "layer_norms", "total_positions", "describe"]
+    assert info.roles["consumer"] == ["cache_stats", "layer_norms", "total_positions", "describe", "last_layer_means"]
     info = analyze(cst.parse_module((FIXTURES / "nearmiss/not_a_past.py").read_text()), era.cache_names)
     assert info.roles["consumer"] == ["rollback"] and [fn.qualname for fn, _, _ in info.unproven] == ["trim"]
     # one that only counts the layers needs nothing, beside a consumer

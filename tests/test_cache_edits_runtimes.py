@@ -29,6 +29,7 @@ FAILS_ON = {
         "evict": "no attribute 'key_cache'",
         "keep_recent": "key_cache",
         "compress": "key_cache",
+        "last_layer_means": "key_cache",
     },
     # `crop(5)` is an error from 5.20 on, and `crop(0)` keeps everything where the slice kept nothing
     "5": {"rollback": "", "drop_rejected": "positive value", "verify_step": "positive value"},

@@ -19,7 +19,7 @@ from typing import ClassVar
 import libcst as cst
 import libcst.matchers as m
 
-from ..facts.consumers import SEQUENCE_AXES, layer_read, length_read, rebuilds
+from ..facts.consumers import SEQUENCE_AXES, layer_read, length_read, pair_read, rebuilds
 from ..facts.uses import CACHE_GUARD
 from ..traverse import findall
 from .base import Action, Planner
@@ -134,6 +134,13 @@ class _Planner(Planner):
                     self.action.param("keys" if part == 0 else "values"), {"cache": cache, "layer": _code(layer)}
                 )
                 self._guarded_replace(node, code)
+                return False
+            parent = self.stack[-2] if len(self.stack) > 1 else None
+            layer = pair_read(parent, cache) if getattr(parent, "value", None) is node else None
+            if layer is not None:  # `k, v = past[i]`
+                holes = {"cache": cache, "layer": _code(layer)}
+                keys, values = (_fill(self.action.param(part), holes) for part in ("keys", "values"))
+                self._guarded_replace(node, f"({keys}, {values})")
                 return False
         return True
 

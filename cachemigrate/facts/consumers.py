@@ -35,6 +35,7 @@ from .model import FunctionInfo
 
 SEQUENCE_AXES = (2, -2)  # of a [batch, heads, seq, head_dim] tensor
 _PARTS = {0: "keys", 1: "values"}
+_PAIR = m.Tuple(elements=[m.Element(m.Name()), m.Element(m.Name())])
 
 
 def _int(node: cst.CSTNode) -> int | None:
@@ -64,6 +65,13 @@ def layer_read(node: cst.CSTNode, cache: str) -> tuple[cst.BaseExpression, int] 
     if layer is None or part is None or _int(part) not in _PARTS:
         return None
     return layer, _int(part)
+
+
+def pair_read(assign: cst.CSTNode, cache: str) -> cst.BaseExpression | None:
+    """``k, v = cache[i]``: the layer expression ``i``."""
+    if not m.matches(assign, m.Assign(targets=[m.AssignTarget(_PAIR)], value=m.Subscript(value=m.Name(cache)))):
+        return None
+    return _index(assign.value)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -177,7 +185,6 @@ class Rebuild:
     blocker: Blocker | None = None  # a rebuild whose tensors are not sequence edits (a near miss)
 
 
-_PAIR = m.Tuple(elements=[m.Element(m.Name()), m.Element(m.Name())])
 _TWO = m.Tuple(elements=[m.Element(), m.Element()]) | m.List(elements=[m.Element(), m.Element()])
 
 
@@ -306,8 +313,10 @@ def _rollback_end(a, b, keys: str, values: str, loop_names: set[str]) -> cst.Bas
 
 
 def _evidence(fn: FunctionInfo, cache: str) -> bool:
-    """The function reads ``cache`` as a past: ``cache[i][0|1]``, or ``for k, v in cache``."""
+    """The function reads ``cache`` as a past: ``cache[i][0|1]``, ``k, v = cache[i]``, or ``for k, v in cache``."""
     if any(layer_read(node, cache) for node in findall(fn.node, m.Subscript())):
+        return True
+    if any(pair_read(node, cache) is not None for node in findall(fn.node, m.Assign())):
         return True
     loops = [(f.target, f.iter) for f in findall(fn.node, m.For() | m.CompFor())]
     return any(_pairs_loop(target, iterable, cache) for target, iterable in loops)
