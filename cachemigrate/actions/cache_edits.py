@@ -19,7 +19,13 @@ from typing import ClassVar
 import libcst as cst
 import libcst.matchers as m
 
-from ..facts.consumers import SEQUENCE_AXES, layer_read, length_read, pair_read, rebuilds
+from ..facts.consumers import (
+    SEQUENCE_AXES,
+    layer_read,
+    length_read,
+    pair_read,
+    rebuilds,
+)
 from ..facts.uses import CACHE_GUARD
 from ..traverse import findall
 from .base import Action, Planner
