@@ -30,5 +30,7 @@ CALLS = {
         {"function": "total_positions", "args": ["PAST"]},
         {"function": "describe", "args": ["PAST"]},
         {"function": "last_layer_means", "args": ["PAST"]},
+        {"function": "key_norms", "args": ["PAST"]},
+        {"function": "value_dtypes", "args": ["PAST"]},
     ],
 }

@@ -1,4 +1,4 @@
-"""Code that edits a cache outside a model (rules CM500-CM503, cachemigrate/facts/consumers.py): the helper modules
+"""Code that edits a cache outside a model (rules CM500-CM504, cachemigrate/facts/consumers.py): the helper modules
 of fixtures/cache_edits/ migrate for every era, and the migrated helpers, handed a DynamicCache of the same tensors,
 give bit for bit what the originals give on a tuple past (and the same on a tuple). Here on transformers 4.51.3 for
 the eras whose code that release runs (4.52 and portable); tests/test_cache_edits_runtimes.py runs 4.56, 5 and
@@ -91,7 +91,15 @@ def test_consumers_are_the_functions_that_read_a_past_or_hand_it_to_one_that_doe
     era = load_ruleset("4.52").era
     info = analyze(cst.parse_module((FIXTURES / "count/inspect_cache.py").read_text()), era.cache_names)
     # describe reads only len(past), and hands the past to cache_stats
-    assert info.roles["consumer"] == ["cache_stats", "layer_norms", "total_positions", "describe", "last_layer_means"]
+    assert info.roles["consumer"] == [
+        "cache_stats",
+        "layer_norms",
+        "total_positions",
+        "describe",
+        "last_layer_means",
+        "key_norms",
+        "value_dtypes",
+    ]
     info = analyze(cst.parse_module((FIXTURES / "nearmiss/not_a_past.py").read_text()), era.cache_names)
     assert info.roles["consumer"] == ["rollback"] and [fn.qualname for fn, _, _ in info.unproven] == ["trim"]
     # one that only counts the layers needs nothing, beside a consumer

@@ -24,6 +24,7 @@ from ..facts.consumers import (
     layer_read,
     length_read,
     pair_read,
+    pairs_loop,
     rebuilds,
 )
 from ..facts.uses import CACHE_GUARD
@@ -31,7 +32,7 @@ from ..traverse import findall
 from .base import Action, Planner
 from .replace_expression import LOOSE, _is_operand
 
-CONSTRUCTS = ("length", "layer", "rollback", "window")
+CONSTRUCTS = ("length", "layer", "rollback", "window", "iterate")
 _AXES = {0: "the batch", 1: "the heads", 3: "the head dimension", -1: "the head dimension", -3: "the heads"}
 
 
@@ -64,12 +65,14 @@ class EditCacheConsumer(Action):
         "values": (str, False, 'code for a layer\'s values, e.g. "{cache}.layers[{layer}].values"'),
         "crop": (str, False, 'a statement keeping what `[:, :, :end]` keeps, e.g. "{cache}.crop({end})"'),
         "write": (str, False, "a statement giving layer {layer} the tensors {new_keys} and {new_values}"),
+        "pairs": (str, False, 'an iterable of each layer\'s (keys, values), e.g. "cache_layer_pairs({cache})"'),
     }
     NEEDS: ClassVar[dict] = {
         "length": ("length",),
         "layer": ("keys", "values"),
         "rollback": ("crop",),
         "window": ("keys", "values", "write"),
+        "iterate": ("pairs",),
     }
 
     @classmethod
@@ -106,6 +109,11 @@ class _Planner(Planner):
             return True
         if self.construct in ("rollback", "window") and isinstance(node, cst.IndentedBlock):
             self._rebuilds(node)
+        elif self.construct == "iterate" and isinstance(node, cst.IndentedBlock):  # rebuilds are CM502/CM503's
+            for rebuild in rebuilds(node, self.cache):
+                self.guarded.update(node.body[rebuild.index : rebuild.index + rebuild.count])
+        elif self.construct == "iterate" and isinstance(node, (cst.For, cst.CompFor)):
+            self._iteration(node)
         elif self.construct in ("length", "layer") and isinstance(node, cst.BaseExpression):
             return self._expression(node)
         return True
@@ -149,6 +157,15 @@ class _Planner(Planner):
                 self._guarded_replace(node, f"({keys}, {values})")
                 return False
         return True
+
+    def _iteration(self, loop: cst.For | cst.CompFor) -> None:
+        """``for k, v in past`` / ``for i, (k, v) in enumerate(past)``: the past read as the pairs of a Cache."""
+        if pairs_loop(loop.target, loop.iter, self.cache) is None:
+            return
+        past = loop.iter if isinstance(loop.iter, cst.Name) else loop.iter.args[0].value
+        code = _fill(self.action.param("pairs"), {"cache": self.cache})  # a tuple and a Cache alike
+        self.action.changes += 1
+        self.replace(past, lambda updated, resolve, code=code: cst.parse_expression(code), reformat=True)
 
     def _guarded_replace(self, node: cst.BaseExpression, code: str) -> None:
         self.action.changes += 1

@@ -188,7 +188,7 @@ class Rebuild:
 _TWO = m.Tuple(elements=[m.Element(), m.Element()]) | m.List(elements=[m.Element(), m.Element()])
 
 
-def _pairs_loop(target, iterable, cache: str) -> tuple[str, str, str | None] | None:
+def pairs_loop(target, iterable, cache: str) -> tuple[str, str, str | None] | None:
     """``for k, v in cache`` -> (k, v, None); ``for i, (k, v) in enumerate(cache)`` -> (k, v, i)."""
     if m.matches(iterable, m.Name(cache)) and m.matches(target, _PAIR):
         return target.elements[0].value.value, target.elements[1].value.value, None
@@ -207,7 +207,7 @@ def _comprehension(expr: cst.BaseExpression, cache: str):
         expr = expr.args[0].value
     if not isinstance(expr, (cst.GeneratorExp, cst.ListComp)) or expr.for_in.inner_for_in or expr.for_in.ifs:
         return None
-    names = _pairs_loop(expr.for_in.target, expr.for_in.iter, cache)
+    names = pairs_loop(expr.for_in.target, expr.for_in.iter, cache)
     if names is None or not m.matches(expr.elt, _TWO):
         return None
     return (*names, expr.elt.elements[0].value, expr.elt.elements[1].value)
@@ -252,7 +252,7 @@ def _loop(body: Sequence[cst.BaseStatement], index: int, cache: str):
     if not m.matches(start, empty) or loop.orelse is not None or loop.asynchronous is not None:
         return None
     new = start.body[0].targets[0].target.value
-    names = _pairs_loop(loop.target, loop.iter, cache)
+    names = pairs_loop(loop.target, loop.iter, cache)
     statements = list(loop.body.body)
     append = m.SimpleStatementLine(
         body=[m.Expr(m.Call(func=m.Attribute(m.Name(new), m.Name("append")), args=[m.Arg(_TWO)]))]
@@ -319,7 +319,7 @@ def _evidence(fn: FunctionInfo, cache: str) -> bool:
     if any(pair_read(node, cache) is not None for node in findall(fn.node, m.Assign())):
         return True
     loops = [(f.target, f.iter) for f in findall(fn.node, m.For() | m.CompFor())]
-    return any(_pairs_loop(target, iterable, cache) for target, iterable in loops)
+    return any(pairs_loop(target, iterable, cache) for target, iterable in loops)
 
 
 def _passes_to(fn: FunctionInfo, cache: str, targets: set[str]) -> bool:

@@ -1,4 +1,4 @@
-"""The proof for code that edits a cache outside a model (rules CM500-CM503): each call of a helper runs in its
+"""The proof for code that edits a cache outside a model (rules CM500-CM504): each call of a helper runs in its
 ORIGINAL form on a tuple past and in its MIGRATED form on a ``DynamicCache`` of the same tensors, in one process,
 and every tensor of the two results is compared bit for bit (``torch.equal``, with dtype and shape). The migrated
 helper is also run on the tuple: its tuple path must give the original's result.
