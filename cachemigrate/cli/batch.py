@@ -19,7 +19,9 @@ from .result_cache import ResultCache
 from ..diagnostics import Diagnostic
 from .progress import Reporter
 from ..edit.render import unified_diff
+from ..proof.config_defaults import missing_defaults
 from ..results import Options
+from ..rules.eras import config_defaults
 from .runner import Failure, Result, changed_meanwhile, changed_since_read, failed, run
 from .signals import Interrupted, StopOnSignal
 from ..source.writing import is_read_only, read_only_diagnostic, write_atomically
@@ -49,6 +51,16 @@ class Batch:
 
     def open_cache(self) -> ResultCache | None:
         return ResultCache.open(self.cache_dir, self.era, self.rule_dirs, self.options)
+
+
+def with_config_notes(result: Result, era: str) -> Result:
+    """A migrated file with a note (CM911) for each config attribute it reads that the era's runtime no longer sets
+    by default and its config class does not set (read beside the file now: never cached)."""
+    if result.status != "migrated":
+        return result
+    defaults, runtime = config_defaults(era)
+    notes = missing_defaults(result.path, result.migrated, defaults, runtime, era)
+    return dataclasses.replace(result, diagnostics=sorted([*result.diagnostics, *notes])) if notes else result
 
 
 def verb_of(result: Result, writes: bool) -> str:
@@ -96,6 +108,7 @@ class _Run:
             self.show.err(f"error: {result.path}: internal error: {result.error}")
             self.show.file(result.path, "error", "internal error", 0.0, "engine")
             return
+        result = with_config_notes(result, self.batch.era)
         if result.changed and self.batch.writes:
             problem = self._write(result)
             if problem:
