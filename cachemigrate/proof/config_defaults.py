@@ -22,9 +22,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from ..diagnostics import Diagnostic
-
-CONFIG_DEFAULT = "CM911"  # a note: a config attribute the era's runtime no longer sets by default
+from ..diagnostics import CONFIG_DEFAULT, Diagnostic
 BASES = {"PretrainedConfig", "PreTrainedConfig"}
 
 
