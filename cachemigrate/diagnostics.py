@@ -41,6 +41,8 @@ REMOVED_API = "CM908"  # the migrated file would import or call what the era's r
 # A note on a migrated file: it reads a config attribute its era's runtime no longer sets by default, and its config
 # class does not set it (cachemigrate.proof.config_defaults)
 CONFIG_DEFAULT = "CM911"
+# A note on a migrated file: the module it takes its config from imports what the era's runtime removed
+COMPANION_REMOVED = "CM912"
 # A note, not an error: legacy cache code that no model class of the file can hand a cache to (the file is left as it
 # is and counts as having nothing to migrate; in the encoder-decoder family's range of codes)
 UNREACHABLE = "CM299"

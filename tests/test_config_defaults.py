@@ -13,8 +13,9 @@ import pytest
 from click.testing import CliRunner
 
 from cachemigrate.cli.main import main
-from cachemigrate.proof.config_defaults import CONFIG_DEFAULT, missing_defaults
-from cachemigrate.rules.eras import config_defaults
+from cachemigrate.diagnostics import COMPANION_REMOVED, CONFIG_DEFAULT
+from cachemigrate.proof.companions import companion_notes
+from cachemigrate.rules.eras import config_defaults, removed_imports
 
 REPO = Path(__file__).resolve().parent.parent
 TF5 = os.environ.get("CACHEMIGRATE_TF5_PYTHON", "/work/venvs/tf525/bin/python")
@@ -53,11 +54,12 @@ class ToyConfig({base}):
 '''
 
 
-def _notes(tmp_path: Path, source: str = ".configuration_toy", base: str = "PretrainedConfig", era: str = "5"):
-    (tmp_path / "configuration_toy.py").write_text(CONFIG.format(base=base))
+def _notes(tmp_path: Path, source: str = ".configuration_toy", base: str = "PretrainedConfig", era: str = "5",
+           config: str = CONFIG):  # fmt: skip
+    (tmp_path / "configuration_toy.py").write_text(config.format(base=base))
     path = tmp_path / "modeling_toy.py"
     defaults, runtime = config_defaults(era)
-    return missing_defaults(str(path), MODELING.format(source=source), defaults, runtime, era)
+    return companion_notes(str(path), MODELING.format(source=source), era, defaults, runtime, removed_imports(era))
 
 
 def test_a_read_the_config_class_does_not_set_is_noted_at_its_line(tmp_path):
@@ -66,7 +68,7 @@ def test_a_read_the_config_class_does_not_set_is_noted_at_its_line(tmp_path):
     [note] = _notes(tmp_path)
     assert note.code == CONFIG_DEFAULT
     assert (note.line, note.column) == (11, 28)  # 1-based, at `config`
-    assert "`config.pad_token_id`" in note.message and "5.0 and later (era 5)" in note.message
+    assert "`config.pad_token_id`" in note.message and "5.0 and later (era 5 runs there)" in note.message
     assert "`ToyConfig` (configuration_toy.py)" in note.message
     assert "Add `pad_token_id=None` to `ToyConfig.__init__`" in note.message
 
@@ -81,6 +83,20 @@ def test_no_guess_about_a_config_class_of_another_kind_or_an_era_that_keeps_the_
     assert config_defaults("4.56") == ({}, "")
     assert _notes(tmp_path, era="4.56") == []
     assert _notes(tmp_path, era="portable")  # portable runs on 5.x as well
+
+
+def test_a_companion_that_imports_what_5x_removed_is_named_at_the_config_import(tmp_path):
+    """`configuration_*.py` files import `transformers.onnx` for their ONNX export config; 5.x has no such module,
+    so the package would not import: a note at the modeling file's import of the config, naming the line."""
+    onnx = "from transformers.onnx import OnnxConfig\n" + CONFIG
+    notes = _notes(tmp_path, config=onnx)
+    assert [n.code for n in notes] == [COMPANION_REMOVED, CONFIG_DEFAULT]
+    assert (notes[0].line, notes[0].column) == (1, 1)
+    assert "configuration_toy.py:1, the module this file takes its config from, imports `transformers.onnx`" in (
+        notes[0].message
+    )
+    assert [n.code for n in _notes(tmp_path, config=onnx, era="portable")] == [COMPANION_REMOVED, CONFIG_DEFAULT]
+    assert _notes(tmp_path, config=onnx, era="4.56") == []
 
 
 def test_the_command_line_notes_it_without_failing_the_file(tmp_path):
@@ -105,18 +121,19 @@ def test_the_command_line_notes_it_without_failing_the_file(tmp_path):
 
 
 @pytest.mark.runtimes
-def test_on_5x_the_read_fails_as_the_note_says_and_the_fix_it_names_works(tmp_path):
+def test_on_5x_the_read_fails_as_the_note_says_the_fix_it_names_works_and_onnx_is_gone(tmp_path):
     if not Path(TF5).is_file():
         pytest.skip("no transformers 5.x venv (bench/runtimes.py builds it)")
     (tmp_path / "configuration_toy.py").write_text(CONFIG.format(base="PretrainedConfig"))
-    fixed = CONFIG.replace("bos_token_id=1, **kwargs", "bos_token_id=1, pad_token_id=None, **kwargs").replace(
-        "super().__init__(bos_token_id=bos_token_id,", "super().__init__(pad_token_id=pad_token_id, bos_token_id=bos_token_id,"
-    )
+    fixed = CONFIG.replace("bos_token_id=1, **kwargs", "bos_token_id=1, pad_token_id=None, **kwargs")
+    fixed = fixed.replace("super().__init__(", "super().__init__(pad_token_id=pad_token_id, ")
     (tmp_path / "configuration_fixed.py").write_text(fixed.format(base="PretrainedConfig"))
     script = (
         "import configuration_toy as a, configuration_fixed as b\n"
-        "try:\n    a.ToyConfig().pad_token_id\n    print('read')\nexcept AttributeError:\n    print('AttributeError')\n"
+        "try:\n    a.ToyConfig().pad_token_id\n    print('read')\n"
+        "except AttributeError:\n    print('AttributeError')\n"
         "print(b.ToyConfig().pad_token_id)\n"
+        "import importlib.util\nprint(importlib.util.find_spec('transformers.onnx') is None)\n"
     )
     done = subprocess.run([TF5, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert done.stdout.split() == ["AttributeError", "None"], done.stderr
+    assert done.stdout.split() == ["AttributeError", "None", "True"], done.stderr  # and no transformers.onnx

@@ -19,9 +19,9 @@ from .result_cache import ResultCache
 from ..diagnostics import Diagnostic
 from .progress import Reporter
 from ..edit.render import unified_diff
-from ..proof.config_defaults import missing_defaults
+from ..proof.companions import companion_notes
 from ..results import Options
-from ..rules.eras import config_defaults
+from ..rules.eras import config_defaults, removed_imports
 from .runner import Failure, Result, changed_meanwhile, changed_since_read, failed, run
 from .signals import Interrupted, StopOnSignal
 from ..source.writing import is_read_only, read_only_diagnostic, write_atomically
@@ -54,12 +54,15 @@ class Batch:
 
 
 def with_config_notes(result: Result, era: str) -> Result:
-    """A migrated file with a note (CM911) for each config attribute it reads that the era's runtime no longer sets
-    by default and its config class does not set (read beside the file now: never cached)."""
+    """A migrated file with its notes about its config (read beside the file now: never cached): CM911 for each
+    config attribute it reads that the era's runtime no longer sets by default and its config class does not set,
+    CM912 where the module it takes its config from imports what that runtime removed."""
     if result.status != "migrated":
         return result
     defaults, runtime = config_defaults(era)
-    notes = missing_defaults(result.path, result.migrated, defaults, runtime, era)
+    if not defaults:  # an era whose runtime keeps 4.x's config (and its imports)
+        return result
+    notes = companion_notes(result.path, result.migrated, era, defaults, runtime, removed_imports(era))
     return dataclasses.replace(result, diagnostics=sorted([*result.diagnostics, *notes])) if notes else result
 
 
