@@ -181,13 +181,13 @@ def attention_layout(function: cst.FunctionDef, views, cache: str, scope_factory
         tracker = _Tracker(function, stmt, scope_factory())
         with _at(stmt):
             tensor = _tensor(found["new"], found["dim"], tracker, "key and value")
-        if tensor.heads is not None or tensor.seq != -2:
-            raise Unknown(f"the fused keys and values are {tensor.describe()}; only a sequence axis -2 is known")
-        if not _split_after(function, views, code_of(found["out"])):
-            raise Unknown(
-                f"`{code_of(found['out'])}` holds keys and values fused, but is never split into two equal halves "
-                "on its last axis (`key, value = key_value.split((head_dim, head_dim), dim=-1)`)"
-            )
+            if tensor.heads is not None or tensor.seq != -2:
+                raise Unknown(f"the fused keys and values are {tensor.describe()}; only a sequence axis -2 is known")
+            if not _split_after(function, views, code_of(found["out"])):
+                raise Unknown(
+                    f"`{code_of(found['out'])}` holds keys and values fused, but is never split into two equal "
+                    "halves on its last axis (`key, value = key_value.split((head_dim, head_dim), dim=-1)`)"
+                )
         layouts.add(Layout("fused", tensor, tensor))
     if len(layouts) != 1:
         raise Unknown("the attention concatenates its past in more than one layout")
