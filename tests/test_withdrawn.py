@@ -36,7 +36,7 @@ def _era_5_without_the_fused_rules(tmp_path: Path) -> Path:
     start = text.index("remove = [")
     end = text.index("[removed]")
     era.write_text(
-        text[:start] + f'remove = ["CM313", "CM302", "CM303"]\nremove_because = "{BECAUSE}"\n\n' + text[end:]
+        text[:start] + f'remove = ["CM313", "CM314", "CM302", "CM303"]\nremove_because = "{BECAUSE}"\n\n' + text[end:]
     )
     return root
 
