@@ -255,6 +255,22 @@ def test_a_past_length_off_the_sequence_axis_is_named(era):
 
 
 @pytest.mark.parametrize("era", ["4.56", "5", "portable"])
+def test_a_key_whose_rank_the_code_does_not_show_is_refused_at_its_concatenation(era):
+    """bshd near-miss: the key comes out of a helper (no `.view(b, s, h, d)`), so where its axes go when the
+    sequence moves to -2 is not known: refused at the key's concatenation, naming the tensor."""
+    code = (
+        modeling("bshd")
+        .read_text()
+        .replace("key_states = k.view(bsz, q_len, self.num_heads, self.head_dim)", "key_states = self._split_heads(k)")
+    )
+    result = migrate(code, era, "modeling_bshd.py")
+    assert result.status == "failed" and result.migrated == code
+    [layout] = [d for d in result.diagnostics if d.code == "CM901"]
+    assert layout.line == _line(code, "key_states = torch.cat([past_key_value[0], key_states], dim=1)")
+    assert "the rank of `key_states` is not known" in layout.message
+
+
+@pytest.mark.parametrize("era", ["4.56", "5", "portable"])
 @pytest.mark.parametrize(
     "old, new, reason",
     [

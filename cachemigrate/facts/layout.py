@@ -244,6 +244,13 @@ def _tensor(new: cst.CSTNode, dim: cst.CSTNode, tracker: "_Tracker", what: str) 
                 "from a negative axis"
             )
         axis -= rank
+    if rank is None and axis not in (-1, -2):
+        # where the axes other than the sequence go depends on the rank (the conversion would be refused later,
+        # at no line): said here, at the concatenation
+        raise Unknown(
+            f"the rank of `{code_of(new)}` is not known, so its sequence axis {axis} cannot be moved to -2, where a "
+            "Cache keeps it (a `.view`/`.reshape` with one size per axis, or a `permute`, would show it)"
+        )
     heads = tracker.heads_of(new)
     if heads is _UNSURE:
         if rank == 3:
