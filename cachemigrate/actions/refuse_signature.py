@@ -4,7 +4,7 @@
 ``calls`` lists the arguments the era's runtimes pass, positionally, one list per call shape (two where the era
 spans a release that changed the hook): a method is refused when one of them would not bind (too many required
 parameters, or too few without ``*args``). For a hook whose signature the runtime changed under the file: GPTBigCode
-4.51's ``_get_initial_cache_position(self, input_ids, model_kwargs)``, which transformers 4.56 onwards calls as
+4.51's ``_get_initial_cache_position(self, input_ids, model_kwargs)``, which transformers 4.57 calls as
 ``(seq_length, device, model_kwargs)``: migrated or not, such a file raises a TypeError in ``generate()`` there, and
 no rewrite of its body changes that."""
 
