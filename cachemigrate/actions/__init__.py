@@ -11,6 +11,7 @@ from .drop_import import DropImport
 from .insert_statements import InsertStatements
 from .pass_argument import PassArgument
 from .refuse_passed_with import RefusePassedWith
+from .refuse_signature import RefuseSignature
 from .rename_parameter import RenameParameter
 from .replace_class_statements import ReplaceClassStatements
 from .replace_expression import ReplaceExpression
@@ -30,6 +31,7 @@ ACTIONS: dict[str, type[Action]] = {
         ThreadLayerIdx,
         PassArgument,
         RefusePassedWith,
+        RefuseSignature,
         AddMethod,
         RenameParameter,
         AddBaseClass,
