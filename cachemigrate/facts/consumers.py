@@ -3,17 +3,19 @@ rollbacks, attention-sink eviction windows, length and layer reads), and the con
 
 A *past* is a tuple, one ``(key, value)`` pair per layer, of tensors laid out ``[batch, heads, seq, head_dim]``,
 the layout a ``Cache`` holds. A function's cache parameter is shown to be one when the function reads it layer by
-layer as such pairs: ``past[i][0]`` / ``past[i][1]`` (with ``.shape[2]`` / ``.size(-2)`` reads), or
-``for k, v in past`` (a loop or a comprehension). A parameter with a cache's name that the function uses in no such
+layer as such pairs: ``past[i][0]`` / ``past[i][1]`` (with ``.shape[2]`` / ``.size(-2)`` reads), ``k, v = past[i]``,
+or ``for k, v in past`` (a loop or a comprehension), or hands it to a function that does; one that only counts the
+layers (``len(past)``) needs nothing (a Cache's length is its number of layers). A parameter with a cache's name that the function uses in no such
 way (``for t in past``: single tensors) is not shown to be a past, and the function is reported, not rewritten.
 
 Constructs (every one of them matched on the original code, none needs a view):
 
 ``length``      ``past[i][0].shape[2]``, ``.size(-2)``, ``.size()[2]``: the sequence length of a layer
-``layer``       ``past[i][0]`` / ``past[i][1]``: one layer's keys or values
+``layer``       ``past[i][0]`` / ``past[i][1]``, ``k, v = past[i]``: one layer's keys or values
 ``rollback``    ``tuple((k[:, :, :end], v[:, :, :end]) for k, v in past)``, or the same rebuilt in a loop
 ``window``      a per-layer rebuild whose new keys and values are slices of the old ones on the sequence axis
                 and concatenations of them on it (keep the first ``sink`` and the last ``recent`` positions)
+``iterate``     ``for k, v in past`` / ``for i, (k, v) in enumerate(past)`` that is no rebuild: a loop that reads
 
 A slice or a concatenation on another axis is a near miss: a Cache's layers stay ``[batch, heads, seq, head_dim]``
 for the model that reads them next, so only the sequence may be edited (see :func:`sequence_edit`).
