@@ -55,6 +55,7 @@ def test_standard_pair_layout():
         "key_seq": "-2",
         "value_seq": "-2",
         "boundary_key_seq": "-2",
+        "stored_key_seq": "-2",
     }
 
 
@@ -237,7 +238,8 @@ class Attention(nn.Module):
             "            value = torch.cat((past_value, value), dim=1)",
             True,
         ),
-        (  # transposed, but concatenated on another axis: not the kernel layout, and nothing else it can be
+        (  # transposed, but concatenated on another axis: not the kernel layout; a past read through a swap of
+            # axes, whose stored layout needs the rank of `key`, which the code does not show
             "            key = torch.cat((past_key_value[0].transpose(1, 2), key), dim=2)\n"
             "            value = torch.cat((past_key_value[1].transpose(1, 2), value), dim=2)",
             False,
@@ -257,5 +259,5 @@ def test_a_past_moved_to_the_kernel_layout_for_its_concatenation_is_stored_stand
         layout = attention_layout(fn.node, views.of(fn.qualname), "past_key_value", RankScope)
         assert layout.form == "pair" and layout.standard
     else:
-        with pytest.raises(Unknown, match="concatenates its past"):
+        with pytest.raises(Unknown, match="the rank of `key` is not known, so `dim=2`"):
             attention_layout(fn.node, views.of(fn.qualname), "past_key_value", RankScope)
