@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+from dataclasses import replace
 import time
 
 import libcst as cst
@@ -33,6 +34,8 @@ from .facts.converters import find_converters
 from .excerpts import quote, source_line
 from .edit.imports import IMPORTS_RULE
 from .proof.first_step import first_step_diagnostics, past_hook_diagnostics
+from .facts.past_hook import past_hooks
+from .edit.past_hook import fix_past_hooks, why_not as why_not_fixed
 from .proof.leftovers import edited_functions, edited_tops, leftover_diagnostics, unbound_names
 from .facts.outside import explain as explain_outside
 from .rules.planning import plan_rules
@@ -232,6 +235,36 @@ def _no_model(info, path: str, locate: Locator) -> Diagnostic:
     )
 
 
+def _fix_hooks_then_migrate(code, module, before, ruleset, options, path, locate, said, done) -> FileResult:
+    """--fix-past-hook: each ``past=`` generation hook renamed (:mod:`cachemigrate.edit.past_hook`), then the fixed
+    file migrated; diagnostics at the original's lines, and a note at each hook fixed."""
+    hooks = past_hooks(before)
+    refused = [(d, why) for d, hook in zip(said, hooks) if (why := why_not_fixed(hook))]
+    if refused:
+        return done(
+            "failed", diags=[replace(d, message=f"{d.message} (--fix-past-hook: {why})") for d, why in refused]
+        )
+    fixed = fix_past_hooks(module, hooks, locate)
+    result = migrate_source(fixed.code, ruleset, replace(options, fix_past_hook=False), path)
+    found = [replace(d, line=fixed.original_line(d.line)) for d in result.diagnostics]
+    if result.status not in ("migrated", "clean"):
+        return done(result.status, diags=found, applied=result.applied)
+    notes = [
+        replace(
+            d,
+            code=codes.PAST_HOOK_FIXED,
+            message=f"{hook.function.qualname} took the past as `past`, which `generate()` has not passed since "
+            "transformers 4.26 (the original never reused its cache): --fix-past-hook renamed it to "
+            '`past_key_values` and kept `past` as an alias (`past_key_values = kwargs.pop("past", past_key_values)`)'
+            ", so generation now reuses the cache: each step runs on the new token only (`cachemigrate probe` compares "
+            "the tokens)",
+        )
+        for d, hook in zip(said, hooks)
+    ]
+    migrated = result.migrated if result.status == "migrated" else fixed.code
+    return done("migrated", migrated=migrated, diags=notes + found, applied=result.applied)
+
+
 def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, path: str = "<string>") -> FileResult:
     options = options or Options()
     started = time.perf_counter()
@@ -296,6 +329,8 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
     if not before.roles["base_model"]:
         return done("failed", diags=[_no_model(before, path, locate)])
     hooks = past_hook_diagnostics(before, path, locate)
+    if hooks and options.fix_past_hook:
+        return _fix_hooks_then_migrate(code, module, before, ruleset, options, path, locate, hooks, done)
     if hooks:
         return done("failed", diags=hooks)
     rules = ruleset.for_tier(options.tier)
