@@ -167,9 +167,9 @@ def attention_layout(function: cst.FunctionDef, views, cache: str, scope_factory
             shown = "; ".join(f"`{code_of(c)}`" for c in concatenations[:2])
             raise Unknown(
                 f"the attention concatenates its past ({shown}), but not as a layer's stored tensors: only "
-                "`torch.cat((past[0], key), dim)` with `torch.cat((past[1], value), dim)` (the past as stored, or "
-                "`past[i].transpose(1, 2)` for a kernel), or `torch.cat((past, key_value), dim)` for fused keys and "
-                "values, have a known layout",
+                "`torch.cat((past[0], key), dim)` with `torch.cat((past[1], value), dim)` (the past as stored, or read "
+                "through a swap of two axes, `past[i].transpose(a, b)`), or `torch.cat((past, key_value), dim)` for "
+                "fused keys and values, have a known layout",
                 node=concatenations[0],
             )
     if pairs and fused or not (pairs or fused or kernel):
