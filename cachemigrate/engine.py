@@ -35,7 +35,7 @@ from .excerpts import quote, source_line
 from .edit.imports import IMPORTS_RULE
 from .proof.first_step import first_step_diagnostics, past_hook_diagnostics
 from .facts.past_hook import past_hooks
-from .edit.past_hook import fix_past_hooks, why_not as why_not_fixed
+from .edit.past_hook import FixError, fix_past_hooks, why_not as why_not_fixed
 from .proof.leftovers import edited_functions, edited_tops, leftover_diagnostics, unbound_names
 from .facts.outside import explain as explain_outside
 from .rules.planning import plan_rules
@@ -244,7 +244,10 @@ def _fix_hooks_then_migrate(code, module, before, ruleset, options, path, locate
         return done(
             "failed", diags=[replace(d, message=f"{d.message} (--fix-past-hook: {why})") for d, why in refused]
         )
-    fixed = fix_past_hooks(module, hooks, locate)
+    try:
+        fixed = fix_past_hooks(module, hooks, locate)
+    except FixError as exc:
+        return done("error", diags=[Diagnostic(path, 1, 1, codes.REGION_VIOLATION, f"internal error: {exc}")])
     result = migrate_source(fixed.code, ruleset, replace(options, fix_past_hook=False), path)
     found = [replace(d, line=fixed.original_line(d.line)) for d in result.diagnostics]
     if result.status not in ("migrated", "clean"):

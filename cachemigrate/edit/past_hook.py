@@ -22,6 +22,10 @@ from ..traverse import findall
 NEW = "past_key_values"
 
 
+class FixError(Exception):
+    """The fix changed code outside the hooks (a bug: the file is left unchanged)."""
+
+
 @dataclasses.dataclass
 class Fixed:
     code: str
@@ -98,4 +102,4 @@ def _check(original: str, fixed: Fixed, spans: list[tuple[int, int]]) -> None:
     new = [line for number, line in enumerate(fixed.code.splitlines(keepends=True), 1) if number not in fixed.inserted]
     changed = [n for n, (a, b) in enumerate(zip(old, new), 1) if a != b]
     if len(old) != len(new) or any(not any(first <= n <= last for first, last in spans) for n in changed):
-        raise AssertionError("the past hook fix changed code outside the hooks it fixes")
+        raise FixError("the past hook fix changed code outside the hooks it fixes")
