@@ -235,7 +235,7 @@ def _no_model(info, path: str, locate: Locator) -> Diagnostic:
     )
 
 
-def _fix_hooks_then_migrate(code, module, before, ruleset, options, path, locate, said, done) -> FileResult:
+def _fix_hooks_then_migrate(module, before, ruleset, options, path, locate, said, done) -> FileResult:
     """--fix-past-hook: each ``past=`` generation hook renamed (:mod:`cachemigrate.edit.past_hook`), then the fixed
     file migrated; diagnostics at the original's lines, and a note at each hook fixed."""
     hooks = past_hooks(before)
@@ -333,7 +333,7 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
         return done("failed", diags=[_no_model(before, path, locate)])
     hooks = past_hook_diagnostics(before, path, locate)
     if hooks and options.fix_past_hook:
-        return _fix_hooks_then_migrate(code, module, before, ruleset, options, path, locate, hooks, done)
+        return _fix_hooks_then_migrate(module, before, ruleset, options, path, locate, hooks, done)
     if hooks:
         return done("failed", diags=hooks)
     rules = ruleset.for_tier(options.tier)
