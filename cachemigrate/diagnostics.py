@@ -43,6 +43,9 @@ REMOVED_API = "CM908"  # the migrated file would import or call what the era's r
 CONFIG_DEFAULT = "CM911"
 # A note on a migrated file: the module it takes its config from imports what the era's runtime removed
 COMPANION_REMOVED = "CM912"
+# A note on a migrated file: --fix-past-hook renamed a generation hook's `past` to `past_key_values`
+# (cachemigrate.edit.past_hook)
+PAST_HOOK_FIXED = "CM913"
 # A note, not an error: legacy cache code that no model class of the file can hand a cache to (the file is left as it
 # is and counts as having nothing to migrate; in the encoder-decoder family's range of codes)
 UNREACHABLE = "CM299"

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+from dataclasses import replace
 import time
 
 import libcst as cst
@@ -29,11 +30,13 @@ from .source import guard
 from . import traverse
 from .diagnostics import Diagnostic
 from .edit.edits import Plan
-from .facts.consumers import unproven_diagnostics
+from .facts.consumers import not_a_past, only_consumers, unproven_diagnostics
 from .facts.converters import find_converters
 from .excerpts import quote, source_line
 from .edit.imports import IMPORTS_RULE
 from .proof.first_step import first_step_diagnostics, past_hook_diagnostics
+from .facts.past_hook import past_hooks
+from .edit.past_hook import FixError, fix_past_hooks, why_not as why_not_fixed
 from .proof.leftovers import edited_functions, edited_tops, leftover_diagnostics, unbound_names
 from .facts.outside import explain as explain_outside
 from .rules.planning import plan_rules
@@ -233,21 +236,37 @@ def _no_model(info, path: str, locate: Locator) -> Diagnostic:
     )
 
 
-def _not_a_past(info: ModuleInfo, function: str) -> str:
-    """For a module-level function: why it is not a helper that edits a past either."""
-    if not any(fn.qualname == function for fn, _node, _why in info.unproven):
-        return ""
-    return (
-        f", and {function} is not shown to edit a past either (it never reads it layer by layer as (key, value) "
-        "pairs, `past[i][0]` or `for k, v in past`)"
-    )
-
-
-def _only_consumers(info: ModuleInfo) -> bool:
-    """Every tuple use of the file is in a module-level function that takes a past (shown to be one or not), and
-    one at least is shown to be a past (a file of such functions that never reads a past is CM903's)."""
-    functions = set(info.roles["consumer"]) | {fn.qualname for fn, _node, _why in info.unproven}
-    return bool(info.roles["consumer"]) and all(use.function in functions for use in info.legacy_uses())
+def _fix_hooks_then_migrate(module, before, ruleset, options, path, locate, said, done) -> FileResult:
+    """--fix-past-hook: each ``past=`` generation hook renamed (:mod:`cachemigrate.edit.past_hook`), then the fixed
+    file migrated; diagnostics at the original's lines, and a note at each hook fixed."""
+    hooks = past_hooks(before)
+    refused = [(d, why) for d, hook in zip(said, hooks) if (why := why_not_fixed(hook))]
+    if refused:
+        return done(
+            "failed", diags=[replace(d, message=f"{d.message} (--fix-past-hook: {why})") for d, why in refused]
+        )
+    try:
+        fixed = fix_past_hooks(module, hooks, locate)
+    except FixError as exc:
+        return done("error", diags=[Diagnostic(path, 1, 1, codes.REGION_VIOLATION, f"internal error: {exc}")])
+    result = migrate_source(fixed.code, ruleset, replace(options, fix_past_hook=False), path)
+    found = [replace(d, line=fixed.original_line(d.line)) for d in result.diagnostics]
+    if result.status not in ("migrated", "clean"):
+        return done(result.status, diags=found, applied=result.applied)
+    notes = [
+        replace(
+            d,
+            code=codes.PAST_HOOK_FIXED,
+            message=f"{hook.function.qualname} took the past as `past`, which `generate()` has not passed since "
+            "transformers 4.26 (the original never reused its cache): --fix-past-hook renamed it to "
+            '`past_key_values` and kept `past` as an alias (`past_key_values = kwargs.pop("past", past_key_values)`)'
+            ", so generation now reuses the cache: each step runs on the new token only (`cachemigrate probe` compares "
+            "the tokens)",
+        )
+        for d, hook in zip(said, hooks)
+    ]
+    migrated = result.migrated if result.status == "migrated" else fixed.code
+    return done("migrated", migrated=migrated, diags=notes + found, applied=result.applied)
 
 
 def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, path: str = "<string>") -> FileResult:
@@ -293,7 +312,7 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
     consumer_file = (
         not before.roles["attention"]
         and not before.roles["base_model"]
-        and _only_consumers(before)
+        and only_consumers(before)
         and not explain_outside(module, before, before.legacy_uses()[0])
     )
     if consumer_file and before.unproven:
@@ -316,7 +335,7 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
                     + (
                         explain_outside(module, before, first)
                         or "no attention/block/model structure using it was recognised"
-                        + _not_a_past(before, first.function)
+                        + not_a_past(before, first.function)
                     )
                     + "; the file was left unchanged",
                 )
@@ -325,6 +344,8 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
     if not consumer_file and not before.roles["base_model"]:
         return done("failed", diags=[_no_model(before, path, locate)])
     hooks = past_hook_diagnostics(before, path, locate)
+    if hooks and options.fix_past_hook:
+        return _fix_hooks_then_migrate(module, before, ruleset, options, path, locate, hooks, done)
     if hooks:
         return done("failed", diags=hooks)
     rules = ruleset.for_tier(options.tier)

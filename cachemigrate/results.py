@@ -17,6 +17,9 @@ class Options:
     line_length: int | None = None  # None: the file's own width (:mod:`cachemigrate.edit.width`)
     signature: str = "end"  # "end": new parameters go last; "upstream": where the upstream ports put them
     deprecation_version: str | None = None  # the version @deprecate_kwarg names (default: the rule's)
+    # rename a generation hook's `past` parameter to `past_key_values` (keeping `past` as an alias) before migrating
+    # (cachemigrate.edit.past_hook); without it such a file is refused
+    fix_past_hook: bool = False
 
 
 @dataclasses.dataclass

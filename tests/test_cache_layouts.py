@@ -55,6 +55,7 @@ def test_standard_pair_layout():
         "key_seq": "-2",
         "value_seq": "-2",
         "boundary_key_seq": "-2",
+        "stored_key_seq": "-2",
     }
 
 
@@ -237,7 +238,8 @@ class Attention(nn.Module):
             "            value = torch.cat((past_value, value), dim=1)",
             True,
         ),
-        (  # transposed, but concatenated on another axis: not the kernel layout, and nothing else it can be
+        (  # transposed, but concatenated on another axis: not the kernel layout; a past read through a swap of
+            # axes, whose stored layout needs the rank of `key`, which the code does not show
             "            key = torch.cat((past_key_value[0].transpose(1, 2), key), dim=2)\n"
             "            value = torch.cat((past_key_value[1].transpose(1, 2), value), dim=2)",
             False,
@@ -257,5 +259,45 @@ def test_a_past_moved_to_the_kernel_layout_for_its_concatenation_is_stored_stand
         layout = attention_layout(fn.node, views.of(fn.qualname), "past_key_value", RankScope)
         assert layout.form == "pair" and layout.standard
     else:
-        with pytest.raises(Unknown, match="concatenates its past"):
+        with pytest.raises(Unknown, match="the rank of `key` is not known, so `dim=2`"):
             attention_layout(fn.node, views.of(fn.qualname), "past_key_value", RankScope)
+
+
+def test_a_past_read_through_a_swap_of_axes_is_stored_with_them_swapped_back():
+    """`past_key = layer_past[0].transpose(-2, -1)` concatenated on -1 (keys [b, h, d, s]): the attention converts
+    (its keys are not a Cache's), the tuples the model takes and gives back are stored [b, h, s, d] (a Cache's)."""
+    facts = facts_of("CM300/read_through_before.py")
+    assert facts == {
+        "form": "pair",
+        "cache_layout": "converted",
+        "boundary": "standard",
+        "key_seq": "-1",
+        "value_seq": "-2",
+        "boundary_key_seq": "-2",
+        "stored_key_seq": "-2",
+    }
+
+
+@pytest.mark.parametrize(
+    "rank, seq, swap, stored",
+    [
+        (4, -1, (-2, -1), -2),  # keys [b, h, d, s] read back from [b, h, s, d]
+        (None, -1, (-2, -1), -2),  # negative axes: no rank needed
+        (4, -1, (2, 3), -2),  # positive axes with the rank shown
+        (4, -2, (0, 1), -2),  # a swap that leaves the sequence where it is
+        (3, -1, (1, 2), -2),  # [b*h, d, s] read back from [b*h, s, d]
+    ],
+)
+def test_the_stored_sequence_axis_of_a_swapped_read(rank, seq, swap, stored):
+    from cachemigrate.facts.past_reads import swapped_back
+
+    assert swapped_back(rank, seq, False, swap, "key") == stored
+
+
+def test_a_swapped_read_whose_axes_need_an_unknown_rank_is_said():
+    from cachemigrate.facts.past_reads import swapped_back
+
+    with pytest.raises(ValueError, match=r"read through `.transpose\(2, 3\)`, and the rank of the key is not known"):
+        swapped_back(None, -1, False, (2, 3), "key")
+    with pytest.raises(ValueError, match="merges batch and heads"):
+        swapped_back(3, -1, True, (0, 2), "key")

@@ -20,10 +20,10 @@ REMOTE = Path(__file__).resolve().parent.parent / "fixtures" / "remote"
 STYLES = sorted(p.name for p in REMOTE.iterdir() if p.is_dir())
 # measured: the styles each era migrates (the others are refused; see the tests below for why)
 MIGRATES = {
-    "4.52": {"bshd", "einops", "merged", "zipped", "fusedlist"},
-    "4.56": {"bshd", "einops", "merged", "zipped", "fusedlist"},
-    "5": {"bshd", "einops", "merged", "zipped", "fusedlist"},
-    "portable": {"bshd", "einops", "merged", "zipped", "fusedlist"},
+    "4.52": {"bshd", "einops", "merged", "zipped", "fusedlist", "stacked"},
+    "4.56": {"bshd", "einops", "merged", "zipped", "fusedlist", "stacked"},
+    "5": {"bshd", "einops", "merged", "zipped", "fusedlist", "stacked"},
+    "portable": {"bshd", "einops", "merged", "zipped", "fusedlist", "stacked"},
 }
 # the newest 5.x, where eras 5 and portable read the cache off `cache.layers` (tests marked `runtimes`)
 TF5_PYTHON = Path(os.environ.get("CACHEMIGRATE_TF5_PYTHON", "/work/venvs/tf525/bin/python"))
@@ -199,16 +199,51 @@ def test_a_sequence_first_layer_list_is_not_called_a_wrapped_model(era):
     assert indexed.code == "CM900" and indexed.line == _line(code, "kv_cache=kv_caches[index]")
 
 
-def test_a_concatenation_of_a_transposed_past_is_named_at_its_line():
-    """stacked: the attention concatenates `past_key = layer_past[0].transpose(-2, -1)`; the diagnostic names that
-    concatenation at its line, and never says it concatenates neither."""
+def test_a_stacked_past_read_transposed_is_converted_at_the_attention():
+    """stacked: the past is read as `layer_past[0].transpose(-2, -1)` and concatenated on -1 (keys [b, h, d, s]):
+    the Cache gets the new keys transposed ([b, h, s, d], as the stacked tuples store them), the attention reads its
+    own layout back; the base model's tuples are the stored layout, given back stacked."""
     code = modeling("stacked").read_text()
+    result = migrate(code, "4.56", "modeling_stacked.py")
+    assert result.status == "migrated", [str(d) for d in result.diagnostics]
+    assert "key, value = layer_past.update(key.transpose(-1, -2), value, self.layer_idx)" in result.migrated
+    assert "key = key.transpose(-1, -2).contiguous()" in result.migrated
+    assert "presents = past_key_values if use_cache is True else None" in result.migrated
+    assert "tuple(torch.stack(layer) for layer in presents.to_legacy_cache())" in result.migrated
+
+
+@pytest.mark.parametrize(
+    "read,blocker",
+    [
+        # not a view of the stored past: no layout; refused at the concatenation, which it names
+        ("layer_past[0].flip(-1), layer_past[1]", "key = torch.cat((past_key, key), dim=-1)"),
+        # a permutation: only a swap of two axes (`.transpose(a, b)`) is read as a view of the stored past
+        ("layer_past[0].permute(0, 1, 3, 2), layer_past[1]", "key = torch.cat((past_key, key), dim=-1)"),
+    ],
+)
+def test_a_stacked_past_read_another_way_is_refused_at_the_concatenation(read, blocker):
+    code = modeling("stacked").read_text().replace("layer_past[0].transpose(-2, -1), layer_past[1]", read)
     result = migrate(code, "4.56", "modeling_stacked.py")
     assert result.status == "failed" and result.migrated == code
     assert not any("concatenates neither" in d.message for d in result.diagnostics)
-    [layout] = [d for d in result.diagnostics if d.code == "CM901" and "CM002" in d.message]
-    assert layout.line == _line(code, "key = torch.cat((past_key, key), dim=-1)")
-    assert "`torch.cat((past_key, key), dim=-1)`" in layout.message
+    [layout] = [d for d in result.diagnostics if d.code == "CM901" and "CM300" in d.message or "CM002" in d.message]
+    assert layout.line == _line(code, blocker), str(layout)
+
+
+def test_presents_added_to_under_another_test_are_refused():
+    """stacked near-miss: presents started empty, added to under a test that is not of `use_cache`."""
+    code = (
+        modeling("stacked")
+        .read_text()
+        .replace(
+            "            if use_cache is True:\n                presents = presents + (present,)",
+            "            if present is not None:\n                presents = presents + (present,)",
+        )
+    )
+    result = migrate(code, "4.56", "modeling_stacked.py")
+    assert result.status == "failed" and result.migrated == code
+    [start] = [d for d in result.diagnostics if "CM016" in d.message or "CM022" in d.message]
+    assert "nor as `()` added to only under a test of `use_cache`" in start.message
 
 
 @pytest.mark.parametrize("era", ["4.56", "portable"])

@@ -31,6 +31,7 @@ KEYS = {
         "of gitignore-style patterns (left out even when named)",
     ),
     "jobs": (int, "a positive integer"),
+    "fix-past-hook": (bool, "true or false"),
 }
 
 
@@ -50,6 +51,7 @@ class Config:
     force_exclude: tuple[str, ...] = ()
     force_excludes: bool = False  # `force-exclude = true`: the excludes apply to named files too (--force-exclude)
     jobs: int = 1
+    fix_past_hook: bool = False  # `fix-past-hook = true`: as --fix-past-hook
     source: Path | None = None
 
     def selection(self, include=(), exclude=(), extend_exclude=(), force_exclude=None) -> Selection:
@@ -140,5 +142,6 @@ def load_config(pyproject: Path | None) -> Config:
         force_exclude=tuple(force) if isinstance(force := section.get("force-exclude", ()), list) else (),
         force_excludes=force is True,
         jobs=section.get("jobs", 1),
+        fix_past_hook=section.get("fix-past-hook", False),
         source=pyproject,
     )

@@ -53,6 +53,8 @@ def _run_verify(
     except RuleError as exc:
         fail(str(exc))
     files = collect_files(paths, config, patterns)
+    if engine_options.get("fix_past_hook") is None:
+        engine_options["fix_past_hook"] = config.fix_past_hook
     engine = Options(tier=tier, line_length=line_length, **engine_options)  # the same engine options as migrate
     jobs = jobs or config.jobs
     options = VerifyOptions(era, tier, rule_dirs, engine, jobs, tests, probe, keep, timeout, report, quiet)
@@ -86,6 +88,13 @@ def main() -> None:
     help="Where new parameters go: last (default; positional callers keep working) or where upstream puts them.",
 )
 @click.option("--deprecation-version", default=None, help="The version @deprecate_kwarg names (upstream tier).")
+@click.option(
+    "--fix-past-hook/--no-fix-past-hook",
+    default=None,
+    help="Rename a generation hook's `past` parameter to `past_key_values` (generate() passes that since 4.26; "
+    "`past` stays an alias) before migrating; without it such a file is refused (default: config "
+    "`fix-past-hook`, else off).",
+)
 @click.option("--verify", "verify", is_flag=True, help="Run the fork's tests before and after; undo on a regression.")
 @verify_options
 @selection_options
@@ -106,6 +115,7 @@ def migrate(
     stdin_filename,
     signature,
     deprecation_version,
+    fix_past_hook,
     verify,
     tests,
     probe,
@@ -125,7 +135,9 @@ def migrate(
     if verify:
         if show_diff or check:
             fail("--verify writes the files; it cannot be combined with --diff or --check")
-        engine_options = dict(signature=signature, deprecation_version=deprecation_version)
+        engine_options = dict(
+            signature=signature, deprecation_version=deprecation_version, fix_past_hook=fix_past_hook
+        )
         _run_verify(
             paths,
             era,
@@ -146,7 +158,13 @@ def migrate(
     config, era, tier, rule_dirs, line_length = settings(where, era, tier, rules, line_length)
     era = resolve_era(era, quiet or not verbose and stdin)
     check_report(report)
-    options = Options(tier=tier, line_length=line_length, signature=signature, deprecation_version=deprecation_version)
+    options = Options(
+        tier=tier,
+        line_length=line_length,
+        signature=signature,
+        deprecation_version=deprecation_version,
+        fix_past_hook=config.fix_past_hook if fix_past_hook is None else fix_past_hook,
+    )
     batch = Batch(
         era, tier, rule_dirs, options, jobs or config.jobs, show_diff, check, report, quiet, verbose,
         color_default() if color is None else color, None if no_cache else default_dir(),
@@ -175,6 +193,7 @@ def migrate(
 @click.option("--quiet", "-q", is_flag=True, help="Only diagnostics, errors and the verdict.")
 @click.option("--signature", type=click.Choice(["end", "upstream"]), default="end", help="As for migrate.")
 @click.option("--deprecation-version", default=None, help="As for migrate.")
+@click.option("--fix-past-hook/--no-fix-past-hook", default=None, help="As for migrate.")
 @verify_options
 @selection_options
 def verify_command(
@@ -188,6 +207,7 @@ def verify_command(
     quiet,
     signature,
     deprecation_version,
+    fix_past_hook,
     tests,
     probe,
     keep,
@@ -200,7 +220,7 @@ def verify_command(
     originals are restored unless --keep), or files left unchanged with diagnostics. 2: the tests cannot run on
     the original code. Ctrl-C or SIGTERM restores the originals and exits 130 or 143.
     """
-    engine_options = dict(signature=signature, deprecation_version=deprecation_version)
+    engine_options = dict(signature=signature, deprecation_version=deprecation_version, fix_past_hook=fix_past_hook)
     _run_verify(
         paths,
         era,

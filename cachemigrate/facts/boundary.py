@@ -10,7 +10,8 @@
 
 Facts (strings, usable in ``when`` and as bound holes): ``form`` ("pair", "fused"), ``cache_layout`` and
 ``boundary`` ("standard", "converted", "fused"), for pairs ``key_seq``/``value_seq`` (inside) and
-``boundary_key_seq`` (axes, e.g. "-1"), ``entry_converter``/``exit_converter`` (``self._convert_to_rw_cache``). Filters for the templates come with them
+``boundary_key_seq`` (axes, e.g. "-1"), ``stored_key_seq`` (the keys as the model reads them: the
+stored layout where the attention reads its past through a swap of axes, :mod:`cachemigrate.facts.past_reads`), ``entry_converter``/``exit_converter`` (``self._convert_to_rw_cache``). Filters for the templates come with them
 (:mod:`cachemigrate.facts.conversions`). A file whose layout cannot be told gets none of them, and a reason.
 """
 
@@ -70,6 +71,8 @@ def file_layout(info: ModuleInfo, views, presents: str | None) -> FileLayout:
     if inside.form == "pair":
         facts.update(key_seq=str(inside.key.seq), value_seq=str(inside.value.seq))
         facts["boundary_key_seq"] = str(boundary.key.seq)
+        # the keys of the tuples the base model reads (its converters, if any, keep the sequence axis): as stored
+        facts["stored_key_seq"] = str((inside.stored or inside).key.seq)
     if entry:
         facts["entry_converter"], facts["exit_converter"] = f"self.{entry}", f"self.{exit_}"
     result.facts = facts
@@ -115,8 +118,11 @@ def _boundary(info: ModuleInfo, inside: Layout, converters: dict[str, Converter]
         cache = fn.cache_params[0]
         for target, converter, _ in converter_calls(fn.node, converters):
             (entries if target == cache else exits).append(converters[converter])
+    stored = inside.stored or inside  # a past read through a swap of axes is stored with them swapped back
     if not entries and not exits:
-        return inside, None, None
+        return stored, None, None
+    if inside.stored is not None:
+        raise Unknown("the base model converts its cache, and the attention reads it through a swap of axes")
     names = ", ".join(f"`self.{c.name}`" for c in entries + exits)
     if len(entries) != 1 or len(exits) != 1:
         raise Unknown(f"the base model converts its cache with {names}, not once on the way in and once out")

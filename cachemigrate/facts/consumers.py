@@ -33,7 +33,7 @@ from .. import diagnostics as codes
 from ..diagnostics import Diagnostic
 from ..traverse import findall
 from ..views.patterns import code_of
-from .model import FunctionInfo
+from .model import FunctionInfo, ModuleInfo
 
 SEQUENCE_AXES = (2, -2)  # of a [batch, heads, seq, head_dim] tensor
 _PARTS = {0: "keys", 1: "values"}
@@ -370,3 +370,20 @@ def consumers(functions: dict[str, FunctionInfo]) -> tuple[list[str], list[tuple
 def unproven_diagnostics(unproven: list, path: str, locate) -> list[Diagnostic]:
     """CM900 at the first tuple use of each function whose cache parameter is not shown to be a past."""
     return [Diagnostic(path, *locate(node), codes.UNKNOWN_IDIOM, why) for _fn, node, why in unproven]
+
+
+def not_a_past(info: ModuleInfo, function: str) -> str:
+    """For a module-level function: why it is not a helper that edits a past either."""
+    if not any(fn.qualname == function for fn, _node, _why in info.unproven):
+        return ""
+    return (
+        f", and {function} is not shown to edit a past either (it never reads it layer by layer as (key, value) "
+        "pairs, `past[i][0]` or `for k, v in past`)"
+    )
+
+
+def only_consumers(info: ModuleInfo) -> bool:
+    """Every tuple use of the file is in a module-level function that takes a past (shown to be one or not), and
+    one at least is shown to be a past (a file of such functions that never reads a past is CM903's)."""
+    functions = set(info.roles["consumer"]) | {fn.qualname for fn, _node, _why in info.unproven}
+    return bool(info.roles["consumer"]) and all(use.function in functions for use in info.legacy_uses())

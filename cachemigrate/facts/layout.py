@@ -30,6 +30,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from .constructs import between_others
+from .past_reads import PAIR_READ, reads_through, swap_of, swapped_back
 from ..views.patterns import code_of, compile_statements, match_statements
 from ..views.ranks import RankScope, int_literal, iter_small_statements
 from ..traverse import findall
@@ -109,10 +110,13 @@ class Layout:
     form: str  # "pair" | "fused"
     key: TensorLayout
     value: TensorLayout
+    # where the attention reads its past through a swap of axes (`past[0].transpose(-2, -1)`): the layout of the
+    # tensors as stored, which the model takes and gives back (``key``/``value`` are those it concatenates)
+    stored: "Layout | None" = None
 
     @property
     def standard(self) -> bool:
-        return self.form == "pair" and self.key.standard and self.value.standard
+        return self.form == "pair" and self.key.standard and self.value.standard and self.stored is None
 
     def describe(self) -> str:
         if self.form == "fused":
@@ -144,6 +148,11 @@ def attention_layout(function: cst.FunctionDef, views, cache: str, scope_factory
             if found is not None and {int_literal(found["key_dim"]), int_literal(found["value_dim"])} <= {1, -3}:
                 kernel.append(found)
                 continue
+            found = match_statements(PAIR_READ, statements, index, {})
+            if found is not None and reads_through(found, cache):
+                last = block.body[viewed[index].start + viewed[index].count - 1]
+                pairs.append((found, block.body[viewed[index].start], last))
+                continue
             found = match_statements(_FUSED, statements, index, bound)
             if found is not None:
                 fused.append((found, block.body[viewed[index].start], block))
@@ -158,9 +167,9 @@ def attention_layout(function: cst.FunctionDef, views, cache: str, scope_factory
             shown = "; ".join(f"`{code_of(c)}`" for c in concatenations[:2])
             raise Unknown(
                 f"the attention concatenates its past ({shown}), but not as a layer's stored tensors: only "
-                "`torch.cat((past[0], key), dim)` with `torch.cat((past[1], value), dim)` (the past as stored, or "
-                "`past[i].transpose(1, 2)` for a kernel), or `torch.cat((past, key_value), dim)` for fused keys and "
-                "values, have a known layout",
+                "`torch.cat((past[0], key), dim)` with `torch.cat((past[1], value), dim)` (the past as stored, or read "
+                "through a swap of two axes, `past[i].transpose(a, b)`), or `torch.cat((past, key_value), dim)` for "
+                "fused keys and values, have a known layout",
                 node=concatenations[0],
             )
     if pairs and fused or not (pairs or fused or kernel):
@@ -176,7 +185,11 @@ def attention_layout(function: cst.FunctionDef, views, cache: str, scope_factory
         with _at(last):
             key = _tensor(found["key"], found["key_dim"], tracker, "key")
             value = _tensor(found["value"], found["value_dim"], tracker, "value")
-        layouts.add(Layout("pair", key, value))
+            swaps = [swap_of(found.get(read)) for read in ("key_past", "value_past")]
+            stored = None
+            if any(swaps):
+                stored = Layout("pair", _through(key, swaps[0], "key"), _through(value, swaps[1], "value"))
+        layouts.add(Layout("pair", key, value, stored))
     for found, stmt, block in fused:
         tracker = _Tracker(function, stmt, scope_factory())
         with _at(stmt):
@@ -192,6 +205,17 @@ def attention_layout(function: cst.FunctionDef, views, cache: str, scope_factory
     if len(layouts) != 1:
         raise Unknown("the attention concatenates its past in more than one layout")
     return layouts.pop()
+
+
+def _through(tensor: TensorLayout, swap: tuple[int, int] | None, what: str) -> TensorLayout:
+    """The layout of the stored past whose ``transpose(a, b)`` is concatenated in ``tensor``'s layout."""
+    if swap is None:
+        return tensor
+    try:
+        seq = swapped_back(tensor.rank, tensor.seq, tensor.heads is not None, swap, what)
+    except ValueError as exc:
+        raise Unknown(str(exc)) from None
+    return TensorLayout(tensor.rank, seq, tensor.heads)
 
 
 @contextlib.contextmanager

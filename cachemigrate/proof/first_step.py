@@ -14,15 +14,14 @@ from __future__ import annotations
 import re
 
 import libcst as cst
-import libcst.matchers as m
 
 from .. import diagnostics as codes
 from ..facts.analysis import Locator, ModuleInfo, analyze
+from ..facts.past_hook import GENERATION_HOOKS, past_hooks
 from ..diagnostics import Diagnostic
 from ..excerpts import source_line
 from ..rules.schema import Era
 
-GENERATION_HOOKS = frozenset({"prepare_inputs_for_generation"})
 # a `check` use that is a type test, not a test of presence (`isinstance(past, Cache)`, `hasattr(past, ...)`)
 _TYPE_TEST = re.compile(r"^(isinstance|type|hasattr|getattr|id)\(")
 
@@ -84,30 +83,19 @@ def first_step_diagnostics(
 
 
 def past_hook_diagnostics(info: ModuleInfo, path: str, locate: Locator) -> list[Diagnostic]:
-    """A generation hook written before transformers 4.26 (``prepare_inputs_for_generation(self, input_ids,
-    past=None, ...)`` returning ``{"past_key_values": past, ...}``): ``generate()`` passes ``past_key_values``
-    since 4.26, so ``past`` is always None there and generation never reuses the cache. A migration would keep
-    that silently; the file is refused at the hook's ``past`` parameter, with what to do."""
+    """A generation hook written before transformers 4.26 (:mod:`cachemigrate.facts.past_hook`): ``generate()``
+    passes ``past_key_values`` since 4.26, so ``past`` is always None there and generation never reuses the cache.
+    A migration would keep that silently; the file is refused at the hook's ``past`` parameter, with what to do."""
     result = []
-    for fn in info.functions.values():
-        if fn.name not in GENERATION_HOOKS or "past" not in fn.params or "past_key_values" in fn.params:
-            continue
-        handed = [
-            element
-            for element in m.findall(fn.node, m.DictElement(key=m.SimpleString(), value=m.Name("past")))
-            if element.key.evaluated_value == "past_key_values"
-        ]
-        if not handed:
-            continue  # `past` goes elsewhere (a helper that reads `past_key_values` from **kwargs): not this idiom
-        parameter = next(p for p in fn.node.params.params if p.name.value == "past")
-        line, column = locate(parameter)
+    for hook in past_hooks(info):
+        line, column = locate(hook.parameter)
         message = (
-            f'{fn.qualname} takes the past as `past` and hands it on as `"past_key_values": past`, but since '
-            "transformers 4.26 `generate()` passes it as `past_key_values`: `past` is always None there, so "
+            f'{hook.function.qualname} takes the past as `past` and hands it on as `"past_key_values": past`, but '
+            "since transformers 4.26 `generate()` passes it as `past_key_values`: `past` is always None there, so "
             "generation never reuses the cache (every step runs on the whole sequence) and a migration would keep "
             "that silently; the file was left unchanged. Rename the parameter to `past_key_values` (keep `past` as "
-            "an alias: `past_key_values = past_key_values if past_key_values is not None else past`), then run "
-            "cachemigrate again"
+            'an alias: `past_key_values = kwargs.pop("past", past_key_values)`) and run cachemigrate again, or let '
+            "it do so with --fix-past-hook (`fix-past-hook = true` in [tool.cachemigrate])"
         )
         result.append(Diagnostic(path, line, column, codes.UNKNOWN_IDIOM, message))
     return result

@@ -24,6 +24,9 @@ from .schema import ENGINE_FACTS, Era, Rule
 from .vendor import helper_imports, plan_helpers
 from .file_views import FileViews
 
+# a missing fact whose reason also covers others (said once, by the first required rule that needs it)
+_SAID_WITH = {"presents_start": ("presents", "presents_guard")}
+
 
 def _when_holds(rule: Rule, facts: Mapping[str, str]) -> bool:
     """Every fact of ``when`` has its value (``"*"``: any value, the fact is known)."""
@@ -67,6 +70,7 @@ def plan_rules(
             if rule.required and missing and functions:
                 # e.g. the legacy layout of a layer's cache: without it no rule returns the cache as a tuple
                 undetermined.update(missing)
+                undetermined.update(fact for name in missing for fact in _SAID_WITH.get(name, ()))
                 if layout.reason and any(fact in ENGINE_FACTS for fact in missing):  # one unknown layout, said once
                     undetermined.update(ENGINE_FACTS)
                     if layout.explained:  # said by the legacy audit, at the construct itself (its uses stay)
@@ -202,6 +206,11 @@ def _why_unknown(facts: list[str], layout_reason: str | None = None) -> str:
         "the legacy layout to give back to tuple callers is unknown",
         "presents": "the base model never starts a tuple of presents as `() if use_cache else None` (a condition that reads `use_cache`)",
     }
+    said["presents_start"] = said["presents"] + (
+        ", nor as `()` added to only under a test of `use_cache` (`if use_cache: presents = presents + (present,)`)"
+    )
+    if "presents_start" in facts:  # one reason for the three
+        facts = [fact for fact in facts if fact not in ("presents", "presents_guard")]
     return "; ".join(said.get(fact, f"the file does not show its {fact}") for fact in facts)
 
 

@@ -27,6 +27,7 @@ ENGINE_FACTS = (
     "key_seq",
     "value_seq",
     "boundary_key_seq",
+    "stored_key_seq",
     "entry_converter",
     "exit_converter",
 )

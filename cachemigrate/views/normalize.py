@@ -14,7 +14,8 @@ What the view makes equal (``C`` is a cache variable of the function, found by t
 * ``if C:``, ``C and ...``, ``... if C else ...``, ``not C``: ``C is not None`` / ``C is None``, and a local
   flag assigned once from such a test (``has_layer_past = layer_past is not None``) stands for the test;
 * ``a, b = C``, ``(a, b) = C``, ``a, b = C[0], C[1]``, and ``a = C[0]`` followed by ``b = C[1]``: folded into
-  the statements that follow, where ``a`` and ``b`` read ``C[0]`` and ``C[1]`` (when nothing else reads them).
+  the statements that follow, where ``a`` and ``b`` read ``C[0]`` and ``C[1]`` (when nothing else reads them);
+  an element read through a swap of two axes (``a, b = C[0].transpose(-2, -1), C[1]``) is folded as written.
 """
 
 from __future__ import annotations
@@ -53,13 +54,26 @@ def _unpacked(stmt: cst.BaseStatement, caches: set[str]) -> tuple[list[str], str
     if isinstance(value, cst.Name) and value.value in caches:
         return names, value.value
     if isinstance(value, cst.Tuple) and len(value.elements) == len(names):
-        owners = {_indexed(e.value) for e in value.elements}
-        indexes = [_index_of(e.value) for e in value.elements]
+        reads = [_past_read(e.value) for e in value.elements]
+        owners = {_indexed(e) for e in reads}
+        indexes = [_index_of(e) for e in reads]
         if len(owners) == 1 and None not in owners and indexes == list(range(len(names))):
             owner = owners.pop()
             if owner in caches:
                 return names, owner
     return None
+
+
+def _past_read(node: cst.BaseExpression) -> cst.BaseExpression:
+    """``C[i]`` of ``C[i].transpose(a, b)`` (the past read through a swap of two axes, literal ones: a view whose
+    layout the layout fact reads, :mod:`cachemigrate.facts.layout`); any other expression as it is."""
+    if (
+        m.matches(node, m.Call(func=m.Attribute(value=m.Subscript(), attr=m.Name("transpose"))))
+        and len(node.args) == 2
+        and all(a.keyword is None and not a.star and int_literal(a.value) is not None for a in node.args)
+    ):
+        return node.func.value
+    return node
 
 
 def _indexed(node: cst.BaseExpression) -> str | None:
@@ -297,6 +311,11 @@ class FunctionViews:
             name: cst.Subscript(owner_node, [cst.SubscriptElement(cst.Index(cst.Integer(str(i))))])
             for i, name in enumerate(names)
         }
+        value = body[index].body[0].value if count == 1 else None
+        if isinstance(value, cst.Tuple):  # `a, b = C[0].transpose(-2, -1), C[1]`: `a` reads the view as written
+            for name, element in zip(names, value.elements):
+                if _past_read(element.value) is not element.value:
+                    replacements[name] = element.value
         return replacements, count
 
     def _assigns(self, stmt: cst.CSTNode, names: set[str]) -> bool:
