@@ -30,6 +30,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from .constructs import between_others
+from .helper_layout import helper_concatenation
 from ..views.patterns import code_of, compile_statements, match_statements
 from ..views.ranks import RankScope, int_literal, iter_small_statements
 from ..traverse import findall
@@ -109,6 +110,7 @@ class Layout:
     form: str  # "pair" | "fused"
     key: TensorLayout
     value: TensorLayout
+    through: str = "inline"  # "helper": concatenated in a projection helper nested in the attention
 
     @property
     def standard(self) -> bool:
@@ -152,6 +154,10 @@ def attention_layout(function: cst.FunctionDef, views, cache: str, scope_factory
         layouts_seen = {Layout("pair", standard, standard)}
     else:
         layouts_seen = set()
+    if not (pairs or fused or kernel):  # the past handed to a projection helper nested in the attention
+        helper = helper_layout(function, cache)
+        if helper is not None:
+            return helper
     if not (pairs or fused or kernel) and not between_others(function, {cache}):  # that one is said at its line
         concatenations = _concatenations_of(function, cache)
         if concatenations:
@@ -192,6 +198,23 @@ def attention_layout(function: cst.FunctionDef, views, cache: str, scope_factory
     if len(layouts) != 1:
         raise Unknown("the attention concatenates its past in more than one layout")
     return layouts.pop()
+
+
+def helper_layout(function: cst.FunctionDef, cache: str) -> "Layout | None":
+    """The layout of a past concatenated in a nested projection helper (:mod:`.helper_layout`), or None."""
+    found = helper_concatenation(function, cache)
+    if found is None:
+        return None
+    _, call, new, dim, scope = found
+    axis, rank = int_literal(dim), scope.rank(new)
+    if axis is None or (axis >= 0 and rank is None):
+        raise Unknown(
+            f"the projection helper concatenates the past (`{code_of(call)}`), but the rank of `{code_of(new)}` "
+            "is not known, so its sequence axis cannot be told",
+            node=call,
+        )
+    tensor = TensorLayout(rank, axis - rank if axis >= 0 else axis)
+    return Layout("pair", tensor, tensor, through="helper")
 
 
 @contextlib.contextmanager

@@ -57,8 +57,11 @@ class FunctionInfo:
         return [u for u in self.uses if u.kind == "legacy"]
 
     def passes_to_self_attr(self) -> set[str]:
-        """Attributes ``X`` such that a cache variable is an argument of ``self.X(...)``."""
-        return {u.idiom for u in self.uses if u.kind == "pass" and u.idiom.startswith("self.")}
+        """Attributes ``X`` such that a cache variable is an argument of ``self.X(...)``, or of ``self.X[i](...)``
+        (a part of a block kept in a ``ModuleList``)."""
+        return {
+            u.idiom.split("[", 1)[0] for u in self.uses if u.kind == "pass" and u.idiom.startswith("self.")
+        }
 
 
 @dataclasses.dataclass

@@ -29,6 +29,7 @@ ENGINE_FACTS = (
     "boundary_key_seq",
     "entry_converter",
     "exit_converter",
+    "past_projection",
 )
 ROLES = ("attention", "block", "base_model", "pretrained", "head", "reader", "any")
 
