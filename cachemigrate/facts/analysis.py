@@ -205,7 +205,9 @@ class _Structure:
         if not m.matches(value, m.Call(func=module_list_of, args=[m.Arg(m.List())])):
             return []
         elements = value.args[0].value.elements
-        if len(elements) < 2 or not all(isinstance(e, cst.Element) and isinstance(e.value, cst.Call) for e in elements):
+        if len(elements) < 2 or not all(
+            isinstance(e, cst.Element) and isinstance(e.value, cst.Call) for e in elements
+        ):
             return []
         classes: list[str] = []
         for element in elements:

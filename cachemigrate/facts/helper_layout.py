@@ -11,8 +11,10 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
+from .layout_types import Layout, TensorLayout, Unknown
 from ..traverse import findall
-from ..views.ranks import RankScope, iter_small_statements
+from ..views.patterns import code_of
+from ..views.ranks import RankScope, int_literal, iter_small_statements
 
 
 def _params(function: cst.FunctionDef) -> list[str]:
@@ -70,8 +72,10 @@ def helper_concatenation(function: cst.FunctionDef, cache: str):
     param = _params(helper)[position]
     cat = m.Call(
         func=m.Attribute(value=m.Name("torch"), attr=m.Name("cat") | m.Name("concat") | m.Name("concatenate")),
-        args=[m.Arg(m.List([m.Element(m.Name(param)), m.Element()]) | m.Tuple([m.Element(m.Name(param)), m.Element()])),
-              m.Arg(keyword=m.Name("dim") | m.Name("axis"))],
+        args=[
+            m.Arg(m.List([m.Element(m.Name(param)), m.Element()]) | m.Tuple([m.Element(m.Name(param)), m.Element()])),
+            m.Arg(keyword=m.Name("dim") | m.Name("axis")),
+        ],
     )
     siblings = _nested(function)
     scope = RankScope(lookup=lambda dotted, index: _returned_rank(siblings.get(dotted)))
@@ -96,3 +100,30 @@ def _returned_rank(helper: cst.FunctionDef | None) -> int | None:
         else:
             scope.statement(small)
     return ranks.pop() if len(ranks) == 1 else None
+
+
+def helper_layout(function: cst.FunctionDef, cache: str) -> Layout | None:
+    """The layout of a past concatenated in a nested projection helper, or None where the attention hands it to
+    none; raises :class:`Unknown` where it hands it in a way that shows no layout."""
+    found = helper_concatenation(function, cache)
+    if found is None:
+        calls = helper_calls(function, cache)
+        if calls:  # one part handed over, or the two in different ways: the helper's concatenation is not a layout
+            call, helper, position, part = calls[0]
+            raise Unknown(
+                f"`{code_of(call.func)}(...)` is handed `{cache}[{part}]` as its argument {position + 1}, but the "
+                f"keys (`{cache}[0]`) and the values (`{cache}[1]`) are not both handed to `{helper.name.value}` "
+                "as the same positional argument, so where it concatenates the past is not a layout of the cache",
+                node=call,
+            )
+        return None
+    _, call, new, dim, scope = found
+    axis, rank = int_literal(dim), scope.rank(new)
+    if axis is None or (axis >= 0 and rank is None):
+        raise Unknown(
+            f"the projection helper concatenates the past (`{code_of(call)}`), but the rank of `{code_of(new)}` "
+            "is not known, so its sequence axis cannot be told",
+            node=call,
+        )
+    tensor = TensorLayout(rank, axis - rank if axis >= 0 else axis)
+    return Layout("pair", tensor, tensor, through="helper")

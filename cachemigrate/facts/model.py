@@ -59,9 +59,7 @@ class FunctionInfo:
     def passes_to_self_attr(self) -> set[str]:
         """Attributes ``X`` such that a cache variable is an argument of ``self.X(...)``, or of ``self.X[i](...)``
         (a part of a block kept in a ``ModuleList``)."""
-        return {
-            u.idiom.split("[", 1)[0] for u in self.uses if u.kind == "pass" and u.idiom.startswith("self.")
-        }
+        return {u.idiom.split("[", 1)[0] for u in self.uses if u.kind == "pass" and u.idiom.startswith("self.")}
 
 
 @dataclasses.dataclass
