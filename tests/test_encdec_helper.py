@@ -180,3 +180,19 @@ def test_migrated_for_4_52_gives_the_original_tensors_bit_for_bit(tmp_path):
         new(decoder_input_ids=steps[-1], encoder_outputs=encoded, past_key_values=cache, use_cache=True)
         assert cache.cross_attention_cache.key_cache[0] is cross  # written once, then reused as it is
         assert cache.self_attention_cache.get_seq_length() == sum(s.shape[1] for s in steps) + 1
+
+
+def test_a_past_length_read_after_the_concatenation_is_refused_there_with_the_reason():
+    zipped = MODELING.parent.parent.parent / "remote" / "zipped" / "modeling_zipped.py"
+    cat = "            value_states = torch.cat([past_key_value[1], value_states], dim=2)\n"
+    code = zipped.read_text()
+    assert cat in code
+    code = code.replace(cat, cat + "            grown = past_key_value[0].shape[2]\n")
+    result = migrate_source(code, ruleset("4.52"), Options(line_length=119), path="modeling_zipped.py")
+    assert result.status == "failed" and result.migrated == code
+    [refusal] = result.diagnostics
+    assert (refusal.code, refusal.line) == ("CM900", _line(code, "grown = past_key_value[0].shape[2]"))
+    assert "reads the past length (`past_key_value[0]` in `grown = past_key_value[0].shape[2]`) after it " in (
+        refusal.message
+    )
+    assert f"line {_line(code, 'key_states = torch.cat([past_key_value[0], key_states], dim=2)')}" in refusal.message
