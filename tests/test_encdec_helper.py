@@ -49,7 +49,8 @@ def test_a_block_with_appended_parts_is_a_block_and_the_stack_is_the_base_model(
     assert info.roles["pretrained"] == ["HelperPreTrainedModel"]
     assert info.roles["head"] == ["HelperForConditionalGeneration"]
     block = info.classes["HelperBlock"]
-    assert block.module_lists == {} and block.choices["layer"] == ["SelfPart", "CrossPart", "FeedForwardPart"]
+    assert block.module_lists == {} and block.class_aliases == {"self_part": ["SelfPart", "EncoderSelfPart"]}
+    assert block.choices["layer"] == ["SelfPart", "EncoderSelfPart", "CrossPart", "FeedForwardPart"]
     assert info.classes["HelperStack"].module_lists == {"block": "HelperBlock"}
 
 
@@ -99,6 +100,11 @@ def test_the_model_migrates_in_every_era_with_the_api_its_runtime_has(era):
     assert "encoder_decoder_cache.is_updated[self.layer_idx] = True" in new
     assert "past_key_value.get_seq_length(self.layer_idx)" in new  # the position bias reads the cache
     assert "layer_idx=i)" in new and "self.layer_idx = layer_idx" in new
+    # the part the block builds through `self_part` gets the index, and so does the class that local may hold instead
+    assert "self.layer.append(self_part(config, has_bias_table=has_bias_table, layer_idx=layer_idx))" in new
+    encoder_part = new[new.index("class EncoderSelfPart") : new.index("class CrossPart")]
+    assert "def __init__(self, config, has_bias_table=False, layer_idx=None):" in encoder_part
+    assert "self.layer_idx" not in encoder_part and "layer_idx=layer_idx" not in encoder_part
     reads = {
         "4.52": "past_key_value.key_cache[self.layer_idx]",
         "4.56": "past_key_value.layers[self.layer_idx].keys",

@@ -137,7 +137,8 @@ class _Structure:
             func=m.Attribute(attr=m.Name("ModuleList")) | m.Name("ModuleList"),
             args=[m.Arg(m.ListComp(elt=built) | m.GeneratorExp(elt=built) | m.List([m.Element(built)]))],
         )
-        appended, parts = self._appended(init)
+        cls.class_aliases = _class_aliases(init)
+        appended, parts = self._appended(init, cls.class_aliases)
         module_list_of = m.Attribute(attr=m.Name("ModuleList")) | m.Name("ModuleList")
         filled = (
             m.Call(func=module_list_of, args=[])
@@ -172,7 +173,7 @@ class _Structure:
                     c for c in classes if c not in cls.choices.get(attr, [])
                 ]
 
-    def _appended(self, init: cst.FunctionDef) -> tuple[dict[str, str], dict[str, list[str]]]:
+    def _appended(self, init: cst.FunctionDef, aliases: dict) -> tuple[dict[str, str], dict[str, list[str]]]:
         """``holder.append(Cls(...))`` calls of ``init``. In a loop they stack layers: holder code (``self.layers``,
         ``layers``) -> the class of the modules appended. Outside any loop they build a block's parts, one module
         each (a self-attention part, a cross-attention part under ``if self.is_decoder:``, a feed-forward part):
@@ -195,8 +196,10 @@ class _Structure:
             if node in in_loops or holder in found:
                 continue
             classes = parts.setdefault(holder, [])
-            if _dotted(captured["cls"]) not in classes:
-                classes.append(_dotted(captured["cls"]))
+            built = _dotted(captured["cls"])
+            for name in aliases.get(built, [built]):  # `attention_layer(...)`, a local set to one class or another
+                if name not in classes:
+                    classes.append(name)
         return found, parts
 
     def _listed_parts(self, value: cst.BaseExpression) -> list[str]:
@@ -232,6 +235,20 @@ class _Structure:
         if isinstance(func, (cst.Name, cst.Attribute)):
             return [_dotted(func)]
         return []
+
+
+def _class_aliases(init: cst.FunctionDef) -> dict[str, list[str]]:
+    """Local names of ``init`` set to a class in its branches (``attention_layer = LocalPart`` under ``if``, another
+    class under ``elif``) and only ever to a name or dotted name: name -> the classes, in code order."""
+    found: dict[str, list[str]] = {}
+    other: set[str] = set()
+    for assign in findall(init.body, m.Assign(targets=[m.AssignTarget(m.Name())])):
+        name = assign.targets[0].target.value
+        if isinstance(assign.value, (cst.Name, cst.Attribute)) and not m.matches(assign.value, m.Name("None")):
+            found.setdefault(name, []).append(_dotted(assign.value))
+        else:
+            other.add(name)
+    return {name: classes for name, classes in found.items() if name not in other}
 
 
 def analyze(module: cst.Module, cache_names: Sequence[str], only: set[str] | None = None) -> ModuleInfo:
