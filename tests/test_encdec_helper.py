@@ -202,3 +202,30 @@ def test_a_past_length_read_after_the_concatenation_is_refused_there_with_the_re
         refusal.message
     )
     assert f"line {_line(code, 'key_states = torch.cat([past_key_value[0], key_states], dim=2)')}" in refusal.message
+
+
+# -- on transformers 5.x (tests marked `runtimes`, skipped where its venv is missing) ------------------------------
+
+
+@pytest.mark.runtimes
+def test_migrated_for_era_5_matches_the_original_on_transformers_5(tmp_path):
+    import os
+    import shutil
+
+    from cachemigrate.probe.cross import run_cross_probe
+    from cachemigrate.probe.report import PASS, SKIP
+
+    python = Path(os.environ.get("CACHEMIGRATE_TF5_PYTHON", "/work/venvs/tf525/bin/python"))
+    if not python.is_file():
+        pytest.skip(f"no transformers 5.x interpreter at {python}")
+    folder = tmp_path / "projhelper"
+    shutil.copytree(FOLDER, folder)
+    result = migrate(MODELING.read_text(), "5")
+    assert result.status == "migrated", [str(d) for d in result.diagnostics]
+    (folder / MODELING.name).write_text(result.migrated)
+    report = run_cross_probe(MODELING, folder / MODELING.name, migrated_python=str(python), timeout=300)
+    statuses = {r.name: r.status for r in report.results}
+    assert report.migrated_transformers.startswith("5."), report.header()
+    assert set(statuses.values()) <= {PASS, SKIP}, [(r.name, r.status, r.detail) for r in report.results]
+    for check in ("cross_tuple_stepwise", "cross_cache_written_once", "cross_self_only_cache", "cross_generate"):
+        assert statuses[check] == PASS, (check, statuses)
