@@ -31,7 +31,7 @@ ENGINE_FACTS = (
     "exit_converter",
     "past_projection",
 )
-ROLES = ("attention", "block", "base_model", "pretrained", "head", "reader", "any")
+ROLES = ("attention", "block", "base_model", "pretrained", "head", "reader", "consumer", "any")
 
 
 class RuleError(ValueError):
