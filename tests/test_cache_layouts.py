@@ -56,12 +56,13 @@ def test_standard_pair_layout():
         "value_seq": "-2",
         "boundary_key_seq": "-2",
         "stored_key_seq": "-2",
+        "past_projection": "inline",
     }
 
 
 def test_fused_layout_has_no_axis_facts():
     facts = facts_of("CM302/before.py")
-    assert facts == {"form": "fused", "cache_layout": "fused", "boundary": "fused"}
+    assert facts == {"form": "fused", "cache_layout": "fused", "boundary": "fused", "past_projection": "inline"}
 
 
 def test_entry_and_exit_converters_give_the_boundary_layout():

@@ -136,11 +136,14 @@ def rule_templates(rule: "Rule") -> list:
 
 def calls_role_module(ctx: ActionContext, current_class: str | None, func: cst.BaseExpression, targets: set) -> bool:
     """``func`` calls a module of one of the ``targets`` classes: ``self.<attr>`` built from such a class in
-    ``__init__``, or a local variable (the block of the layer loop) in a class holding a ModuleList of them. A
+    ``__init__`` (or ``self.<attr>[i]``, one of a block's parts), or a local variable (the block of the layer loop)
+    in a class holding a ModuleList of them. A
     module-level name (an output class, a function) never is."""
     owner = ctx.info.classes.get(current_class) if current_class else None
     if owner is None:
         return False
+    if isinstance(func, cst.Subscript):  # `self.layer[0](...)`: a part of a block kept in a ModuleList
+        func = func.value
     if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
         return bool(set(owner.choices.get(func.attr.value, ())) & set(targets))
     if isinstance(func, cst.Name) and func.value not in ctx.info.globals:

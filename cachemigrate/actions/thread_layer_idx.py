@@ -1,7 +1,9 @@
 """``thread_layer_idx``: make every attention know its layer index, as ``cache.update(..., self.layer_idx)`` needs.
 
 * attention ``__init__``: gains ``layer_idx=None`` (at the end) and stores ``self.layer_idx = layer_idx``;
-* block ``__init__``: gains ``layer_idx=None`` and passes ``layer_idx=layer_idx`` to the attention it builds;
+* block ``__init__``: gains ``layer_idx=None`` and passes ``layer_idx=layer_idx`` to the attention it builds
+  (also through a local set to one class or another, ``attention_layer(config)``: a class of the file that local
+  may hold instead gains ``layer_idx=None`` too, and ignores it);
 * base model ``__init__``: the ``nn.ModuleList([Block(...) for i in range(n)])`` passes ``layer_idx=i``
   (a ``_`` loop variable is renamed to ``layer_idx``);
 * an attention or block rebuilt in another method of an attention or block (BigBird's ``set_attention_type``
@@ -67,6 +69,19 @@ class _Planner(Planner):
         self.attention = set(roles["attention"])
         self.blocks = set(roles["block"])
         self.models = set(roles["base_model"])
+        self.cobuilt = self._cobuilt()
+
+    def _cobuilt(self) -> set[str]:
+        """Classes of the file that a block's ``__init__`` builds through a local that may hold an attention or a
+        block instead (``attention_layer = SelfPart`` in the decoder, ``= LocalPart`` in the encoder, then
+        ``attention_layer(config)``): they take the index too (and ignore it), since the call passes it."""
+        inner = self.attention | self.blocks
+        found = set()
+        for name in self.blocks:
+            for classes in self.ctx.info.classes[name].class_aliases.values():
+                if set(classes) & inner:
+                    found.update(c for c in classes if c in self.ctx.info.classes and c not in inner)
+        return found
 
     def _in_init(self, classes: set[str]) -> bool:
         return self.current_class in classes and self.current_function == f"{self.current_class}.__init__"
@@ -118,6 +133,9 @@ class _Planner(Planner):
         if self._callee(node) in classes:
             return True
         owner = self.ctx.info.classes.get(self.current_class)
+        aliased = owner.class_aliases.get(self._callee(node), ()) if owner is not None else ()
+        if set(aliased) & classes and set(aliased) <= classes | self.cobuilt:
+            return True
         holder = next((n for n in reversed(self.stack[:-1]) if not isinstance(n, cst.IfExp)), None)
         if owner is None or not isinstance(holder, cst.Assign) or len(holder.targets) != 1:
             return False
@@ -206,7 +224,7 @@ class _Planner(Planner):
         self._comprehension(node)
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        if len(self.function_stack) != 1 or not self._in_init(self.attention | self.blocks):
+        if len(self.function_stack) != 1 or not self._in_init(self.attention | self.blocks | self.cobuilt):
             return
         name = self.name
         if not has_parameter(node.params, name):

@@ -138,7 +138,8 @@ class _Structure:
             func=m.Attribute(attr=m.Name("ModuleList")) | m.Name("ModuleList"),
             args=[m.Arg(m.ListComp(elt=built) | m.GeneratorExp(elt=built) | m.List([m.Element(built)]))],
         )
-        appended = self._appended(init)
+        cls.class_aliases = _class_aliases(init)
+        appended, parts = self._appended(init, cls.class_aliases)
         module_list_of = m.Attribute(attr=m.Name("ModuleList")) | m.Name("ModuleList")
         filled = (
             m.Call(func=module_list_of, args=[])
@@ -159,6 +160,12 @@ class _Structure:
                 holder = f"self.{attr}" if "list" not in found else found["list"].value
                 if holder in appended:
                     cls.module_lists[attr] = appended[holder]
+                elif holder in parts:  # a block's parts, each appended once: `self.layer[0](...)` calls one
+                    cls.choices[attr] = parts[holder]
+                continue
+            listed = self._listed_parts(assign.value)
+            if listed:  # `nn.ModuleList([SelfPart(...), CrossPart(...)])`: a block's parts, not a stack of layers
+                cls.choices[attr] = listed
                 continue
             classes = self._built_classes(assign.value)
             if classes:  # an attribute built in several branches (BigBird's `self.self`) may hold any of them
@@ -167,19 +174,51 @@ class _Structure:
                     c for c in classes if c not in cls.choices.get(attr, [])
                 ]
 
-    def _appended(self, init: cst.FunctionDef) -> dict[str, str]:
-        """``holder.append(Cls(...))`` calls in a loop of ``init``: holder code (``self.layers``, ``layers``) ->
-        the class of the modules appended."""
+    def _appended(self, init: cst.FunctionDef, aliases: dict) -> tuple[dict[str, str], dict[str, list[str]]]:
+        """``holder.append(Cls(...))`` calls of ``init``. In a loop they stack layers: holder code (``self.layers``,
+        ``layers``) -> the class of the modules appended. Outside any loop they build a block's parts, one module
+        each (a self-attention part, a cross-attention part under ``if self.is_decoder:``, a feed-forward part):
+        holder code -> the classes appended, in order."""
         call = m.Call(
             func=m.Attribute(value=m.SaveMatchedNode(m.Name() | m.Attribute(), "holder"), attr=m.Name("append")),
             args=[m.Arg(m.Call(func=m.SaveMatchedNode(m.Name() | m.Attribute(), "cls")))],
         )
         found: dict[str, str] = {}
-        for loop in findall(init, m.For()):
+        in_loops = set()
+        for loop in findall(init, m.For() | m.While()):
             for node in findall(loop.body, call):
+                in_loops.add(node)
                 captured = m.extract(node, call)
                 found.setdefault(_dotted(captured["holder"]), _dotted(captured["cls"]))
-        return found
+        parts: dict[str, list[str]] = {}
+        for node in findall(init.body, call):
+            captured = m.extract(node, call)
+            holder = _dotted(captured["holder"])
+            if node in in_loops or holder in found:
+                continue
+            classes = parts.setdefault(holder, [])
+            built = _dotted(captured["cls"])
+            for name in aliases.get(built, [built]):  # `attention_layer(...)`, a local set to one class or another
+                if name not in classes:
+                    classes.append(name)
+        return found, parts
+
+    def _listed_parts(self, value: cst.BaseExpression) -> list[str]:
+        """``nn.ModuleList([A(...), B(...), ...])`` with two modules or more listed one by one: the classes."""
+        module_list_of = m.Attribute(attr=m.Name("ModuleList")) | m.Name("ModuleList")
+        if not m.matches(value, m.Call(func=module_list_of, args=[m.Arg(m.List())])):
+            return []
+        elements = value.args[0].value.elements
+        if len(elements) < 2 or not all(
+            isinstance(e, cst.Element) and isinstance(e.value, cst.Call) for e in elements
+        ):
+            return []
+        classes: list[str] = []
+        for element in elements:
+            for name in self._built_classes(element.value):
+                if name not in classes:
+                    classes.append(name)
+        return classes
 
     def _built_classes(self, value: cst.BaseExpression) -> list[str]:
         """The classes an expression builds a module from: ``A(...)``, ``A(...) if c else B(...)``,
@@ -197,6 +236,20 @@ class _Structure:
         if isinstance(func, (cst.Name, cst.Attribute)):
             return [_dotted(func)]
         return []
+
+
+def _class_aliases(init: cst.FunctionDef) -> dict[str, list[str]]:
+    """Local names of ``init`` set to a class in its branches (``attention_layer = LocalPart`` under ``if``, another
+    class under ``elif``) and only ever to a name or dotted name: name -> the classes, in code order."""
+    found: dict[str, list[str]] = {}
+    other: set[str] = set()
+    for assign in findall(init.body, m.Assign(targets=[m.AssignTarget(m.Name())])):
+        name = assign.targets[0].target.value
+        if isinstance(assign.value, (cst.Name, cst.Attribute)) and not m.matches(assign.value, m.Name("None")):
+            found.setdefault(name, []).append(_dotted(assign.value))
+        else:
+            other.add(name)
+    return {name: classes for name, classes in found.items() if name not in other}
 
 
 def analyze(module: cst.Module, cache_names: Sequence[str], only: set[str] | None = None) -> ModuleInfo:

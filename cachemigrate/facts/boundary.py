@@ -10,8 +10,11 @@
 
 Facts (strings, usable in ``when`` and as bound holes): ``form`` ("pair", "fused"), ``cache_layout`` and
 ``boundary`` ("standard", "converted", "fused"), for pairs ``key_seq``/``value_seq`` (inside) and
-``boundary_key_seq`` (axes, e.g. "-1"), ``stored_key_seq`` (the keys as the model reads them: the
-stored layout where the attention reads its past through a swap of axes, :mod:`cachemigrate.facts.past_reads`), ``entry_converter``/``exit_converter`` (``self._convert_to_rw_cache``). Filters for the templates come with them
+``boundary_key_seq`` (axes, e.g. "-1"), ``stored_key_seq`` (the keys as the model reads them: the stored layout
+where the attention reads its past through a swap of axes, :mod:`cachemigrate.facts.past_reads`),
+``past_projection`` ("inline"; "helper" where the attention hands ``past[0]`` and ``past[1]`` to a projection
+helper nested in it, which concatenates them), ``entry_converter``/``exit_converter``
+(``self._convert_to_rw_cache``). Filters for the templates come with them
 (:mod:`cachemigrate.facts.conversions`). A file whose layout cannot be told gets none of them, and a reason.
 """
 
@@ -68,6 +71,7 @@ def file_layout(info: ModuleInfo, views, presents: str | None) -> FileLayout:
         result.node = getattr(exc, "node", None)
         return result
     facts = {"form": inside.form, "cache_layout": _kind(inside), "boundary": _kind(boundary)}
+    facts["past_projection"] = inside.through  # "helper": the attention concatenates in a nested helper
     if inside.form == "pair":
         facts.update(key_seq=str(inside.key.seq), value_seq=str(inside.value.seq))
         facts["boundary_key_seq"] = str(boundary.key.seq)

@@ -3,7 +3,8 @@ once per construct, in the user's terms, instead of the generic "no rule rewrite
 
 * the past concatenated between other tensors (GIT: fresh image keys, then the past, then the new text keys);
 * a local that holds the past handed in or a past the function builds itself as tuples (GPTSAN's ``spout``);
-* a loop over the past itself, layer by layer (``for layer, past in enumerate(past_key_values)``).
+* a loop over the past itself, layer by layer (``for layer, past in enumerate(past_key_values)``);
+* the past length (``past[0].shape[2]``) read after the past was concatenated onto the step's keys.
 """
 
 from __future__ import annotations
@@ -67,6 +68,15 @@ def explain(fn, use, node, middle: set[cst.CSTNode], where: str, idioms: list[st
             "file was left unchanged. Build a Cache from it by hand (`DynamicCache.from_legacy_cache(...)`) or keep "
             "this model on tuples"
         )
+    after = _length_after_concatenation(fn, use, node, locate)
+    if after is not None:
+        return (
+            f"{function} reads the past length ({idioms[0]}{where}) after it concatenated the past onto this "
+            f"step's keys (`{code_of(after)}`, line {locate(after)[0]}): with a Cache, `update()` has added this "
+            "step's keys by then, so the cache's length there is not the past length, and no rule moves the read "
+            "above the update; the file was left unchanged. Migrate it by hand: read "
+            "`cache.get_seq_length(self.layer_idx)` before the update and use that value here"
+        )
     if use.kind == "legacy" and ITERATES.match(use.idiom):
         return (
             f"{function} iterates `{use.variable}` layer by layer ({', '.join(idioms)}{where}): a Cache is one "
@@ -89,4 +99,23 @@ def _built_here(fn, use) -> tuple[cst.CSTNode, str] | None:
         names = {n.value for n in findall(assign.value, m.Name())}
         if not names & caches and "None" not in names:
             return assign, f"{use.variable} = {code_of(assign.value)}"
+    return None
+
+
+def _length_after_concatenation(fn, use, node, locate) -> cst.CSTNode | None:
+    """The ``torch.cat`` of ``C[0]`` that comes before ``use`` in ``fn``, where ``use`` reads the past length off
+    the past keys (``C[0].shape[k]``, ``C[0].size(k)``)."""
+    if fn is None or node is None or not re.match(rf"^{re.escape(use.variable)}\[0\]$", use.idiom):
+        return None
+    if not re.search(rf"{re.escape(use.variable)}\[0\]\.(shape\[|size\()", use.statement):
+        return None
+    line = locate(node)[0]
+    concatenate = m.Call(
+        func=m.Attribute(value=m.Name("torch"), attr=m.Name()), args=[m.Arg(m.List() | m.Tuple()), m.ZeroOrMore()]
+    )
+    for call in findall(fn.node, concatenate):
+        first = call.args[0].value.elements[0].value if call.args[0].value.elements else None
+        if call.func.attr.value in CONCATENATE and first is not None and code_of(first) == f"{use.variable}[0]":
+            if locate(call)[0] < line:
+                return call
     return None

@@ -57,8 +57,9 @@ class FunctionInfo:
         return [u for u in self.uses if u.kind == "legacy"]
 
     def passes_to_self_attr(self) -> set[str]:
-        """Attributes ``X`` such that a cache variable is an argument of ``self.X(...)``."""
-        return {u.idiom for u in self.uses if u.kind == "pass" and u.idiom.startswith("self.")}
+        """Attributes ``X`` such that a cache variable is an argument of ``self.X(...)``, or of ``self.X[i](...)``
+        (a part of a block kept in a ``ModuleList``)."""
+        return {u.idiom.split("[", 1)[0] for u in self.uses if u.kind == "pass" and u.idiom.startswith("self.")}
 
 
 @dataclasses.dataclass
@@ -70,6 +71,8 @@ class ClassInfo:
     # self.attr = A(...) if flash else B(...), or CLASSES[config._attn_implementation](...): every class it can be
     choices: dict[str, list[str]] = dataclasses.field(default_factory=dict)
     module_lists: dict[str, str] = dataclasses.field(default_factory=dict)  # self.attr = nn.ModuleList([C(...)...])
+    # locals of __init__ set to a class in its branches (`attention_layer = A` / `= B`): name -> the classes
+    class_aliases: dict[str, list[str]] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass

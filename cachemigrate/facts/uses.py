@@ -60,6 +60,7 @@ class _UseCollector(cst.CSTVisitor):
         # statements after a cache variable was rebound to a fresh tuple on every path, and those variables
         self.rebound: dict[cst.CSTNode, set[str]] = {}
         self.active: list[set[str]] = []  # the variables rebound around the node being visited
+        self.shadowing: list[cst.CSTNode] = []  # nested functions whose parameters shadow a cache name
         self.parents = parents  # of the function's nodes (traverse.parents)
 
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
@@ -129,14 +130,32 @@ class _UseCollector(cst.CSTVisitor):
             ):
                 self.guarded.update(body[index + 1 :])
 
+    def _shadowed(self, node: cst.CSTNode) -> set[str]:
+        """The cache names a nested function or lambda takes as its own parameters (a helper
+        ``def project(states, proj, past_key_value):`` handed one tensor of the layer past): inside it they are
+        that parameter, not the cache."""
+        if not isinstance(node, (cst.FunctionDef, cst.Lambda)):
+            return set()
+        params = node.params
+        found = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
+        found |= {p.name.value for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)}
+        return found & self.names
+
     def on_visit(self, node: cst.CSTNode) -> bool:
         if node in self.rebound:  # on_leave follows even when the node's children are skipped
             self.active.append(self.rebound[node])
+        shadowed = self._shadowed(node)
+        if shadowed:
+            self.active.append(shadowed)
+            self.shadowing.append(node)
         if node in self.guarded:
             return False
         return super().on_visit(node)
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
+        if self.shadowing and self.shadowing[-1] is original_node:
+            self.shadowing.pop()
+            self.active.pop()
         if original_node in self.rebound:
             self.active.pop()
         super().on_leave(original_node)

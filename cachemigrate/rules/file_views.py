@@ -6,6 +6,7 @@ import libcst as cst
 
 from ..facts.analysis import ModuleInfo
 from ..views.normalize import FunctionViews, ViewStatement
+from ..facts.helper_layout import helper_concatenation
 from ..views.ranks import RankOracle, RankScope
 
 
@@ -28,6 +29,8 @@ class FileViews:
             fn = info.classes[name].methods.get("forward")
             if fn is not None:
                 ranks.update(self.of(fn.qualname).expressions.concatenated)
+                if fn.cache_params and not self.of(fn.qualname).expressions.concatenated:
+                    ranks.update(_helper_rank(fn))  # the past concatenated in a projection helper
         self._functions.clear()
         self.cache_rank = ranks.pop() if len(ranks) == 1 else None
 
@@ -59,3 +62,12 @@ class FileViews:
         if views is None:
             return [ViewStatement(stmt, i, 1) for i, stmt in enumerate(getattr(block, "body", ()))]
         return views.block(block)
+
+
+def _helper_rank(fn) -> set[int]:
+    """The rank of what a projection helper nested in the attention concatenates onto the past it is handed."""
+    found = helper_concatenation(fn.node, fn.cache_params[0])
+    if found is None:
+        return set()
+    rank = found[4].rank(found[2])
+    return {rank} if rank is not None else set()

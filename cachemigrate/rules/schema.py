@@ -30,6 +30,7 @@ ENGINE_FACTS = (
     "stored_key_seq",
     "entry_converter",
     "exit_converter",
+    "past_projection",
 )
 ROLES = ("attention", "block", "base_model", "pretrained", "head", "reader", "consumer", "any")
 
