@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import shutil
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -19,10 +20,10 @@ REMOTE = Path(__file__).resolve().parent.parent / "fixtures" / "remote"
 STYLES = sorted(p.name for p in REMOTE.iterdir() if p.is_dir())
 # measured: the styles each era migrates (the others are refused; see the tests below for why)
 MIGRATES = {
-    "4.52": {"bshd", "einops", "merged", "zipped", "fusedlist"},
-    "4.56": {"bshd", "einops", "merged", "zipped", "fusedlist"},
-    "5": {"bshd", "einops", "merged", "zipped"},
-    "portable": {"bshd", "einops", "merged", "zipped"},
+    "4.52": {"bshd", "einops", "merged", "zipped", "fusedlist", "seqfirst"},
+    "4.56": {"bshd", "einops", "merged", "zipped", "fusedlist", "seqfirst"},
+    "5": {"bshd", "einops", "merged", "zipped", "seqfirst"},
+    "portable": {"bshd", "einops", "merged", "zipped", "seqfirst"},
 }
 
 
@@ -152,18 +153,94 @@ def test_the_migrated_model_gives_the_originals_tensors_bit_for_bit(style, tmp_p
 # -- what is refused, and why -----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("era", ["4.56", "5"])
-def test_a_sequence_first_layer_list_is_not_called_a_wrapped_model(era):
-    """seqfirst: attention, blocks and model are all in the file (its caches are named `kv_cache`/`kv_caches`):
-    no 'wraps its model'; the blocker named is the layer-indexed list handed to each layer."""
-    code = modeling("seqfirst").read_text()
+@pytest.mark.parametrize("era", ["4.52", "4.56", "5", "portable"])
+def test_a_sequence_first_past_length_off_the_sequence_axis_is_named(era):
+    """seqfirst near-miss: the past length read off axis 1 of [s, b, h, d] (the batch), in the mask helper and in
+    the model: refused at each read, saying what the original reads and which axis holds the sequence; never
+    'wraps its model' (attention, blocks and model are all in the file)."""
+    read = "past_length = past_key_values[0][0].shape[1]"
+    code = modeling("seqfirst").read_text().replace("past_length = past_key_values[0][0].shape[0]", read)
     result = migrate(code, era, "modeling_seqfirst.py")
     assert result.status == "failed" and result.migrated == code
-    messages = [str(d) for d in result.diagnostics]
-    assert not any("wraps its model" in m for m in messages), messages
-    assert not any("no attention/block/model structure" in m for m in messages), messages
-    [indexed] = [d for d in result.diagnostics if "kv_caches[index]" in d.message]
+    assert not any("wraps its model" in d.message for d in result.diagnostics)
+    lines = [n for n, line in enumerate(code.splitlines(), 1) if read in line]
+    assert [(d.code, d.line) for d in result.diagnostics] == [("CM900", n) for n in lines]
+    for read in result.diagnostics:
+        assert "off axis 1 (the batch)" in read.message and "[s, b, h, d]" in read.message
+        assert "the sequence on axis 0" in read.message and "will not guess" in read.message
+
+
+@pytest.mark.parametrize("era", ["4.56", "5"])
+def test_a_layer_past_picked_by_an_index_that_is_not_the_layers_position_is_named(era):
+    """seqfirst near-miss: the loop runs `self._get_layer(index)`, which returns the layers in reverse, and hands it
+    `kv_caches[index]`: whether that is the past of the layer it runs (the position its attention updates in a
+    Cache) is not shown, so the file is refused at `kv_caches[index]`, saying so."""
+    code = modeling("seqfirst").read_text()
+    code = code.replace("return self.layers[layer_number]", "return self.layers[self.num_layers - 1 - layer_number]")
+    result = migrate(code, era, "modeling_seqfirst.py")
+    assert result.status == "failed" and result.migrated == code
+    [indexed] = result.diagnostics
     assert indexed.code == "CM900" and indexed.line == _line(code, "kv_cache=kv_caches[index]")
+    assert "does not show that `index` is the position of the layer it runs" in indexed.message
+    assert "wraps" not in indexed.message
+
+
+def _core_attention_as_a_function(code: str) -> str:
+    """seqfirst with its attention proper a module-level function instead of a `CoreAttention` module."""
+    start, end = code.index("class CoreAttention("), code.index("class SelfAttention(")
+    body = code[start:end].split("attention_mask):\n", 1)[1]
+    body = textwrap.indent(textwrap.dedent(body), "    ").rstrip().replace("self.norm_factor", "norm_factor")
+    function = "def core_attention(query_layer, key_layer, value_layer, attention_mask, norm_factor):\n" + body
+    code = code[:start] + function + "\n\n\n" + code[end:]
+    code = code.replace(
+        "self.core_attention = CoreAttention(config)",
+        "self.norm_factor = math.sqrt(self.hidden_size_per_attention_head)",
+    )
+    return code.replace(
+        "self.core_attention(query_layer, key_layer, value_layer, attention_mask)",
+        "core_attention(query_layer, key_layer, value_layer, attention_mask, self.norm_factor)",
+    )
+
+
+SEQFIRST_VARIANTS = {
+    "core-attention-function": _core_attention_as_a_function,
+    "enumerate-layers": lambda code: code.replace(
+        "for index in range(self.num_layers):\n            layer = self._get_layer(index)\n",
+        "for index, layer in enumerate(self.layers):\n",
+    ),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(SEQFIRST_VARIANTS))
+def test_sequence_first_variants_migrate_bit_for_bit(variant, tmp_path):
+    """seqfirst with its attention proper a module-level function, or its loop `for index, layer in
+    enumerate(self.layers)` handing `kv_caches[index]`: migrated in every era; era 4.52's file on the installed
+    transformers gives the original's logits and cached [s, b, h, d] tensors (a tuple in gives a tuple out) bit for
+    bit, and a DynamicCache passed in comes back as the same object."""
+    import torch
+    from transformers.cache_utils import DynamicCache
+
+    code = SEQFIRST_VARIANTS[variant](modeling("seqfirst").read_text())
+    assert code != modeling("seqfirst").read_text()
+    results = {era: migrate(code, era, "modeling_seqfirst.py") for era in MIGRATES}
+    assert {era: r.status for era, r in results.items()} == dict.fromkeys(MIGRATES, "migrated")
+    for name, text in (("original", code), ("migrated", results["4.52"].migrated)):
+        shutil.copytree(REMOTE / "seqfirst", tmp_path / name)
+        (tmp_path / name / "modeling_seqfirst.py").write_text(text)
+    original, new = _pair(tmp_path / "original", tmp_path / "migrated", "seqfirst")
+    ids = torch.randint(3, 99, (2, 6))
+    with torch.no_grad():
+        old_out, new_out = (m(input_ids=ids[:, :4], use_cache=True) for m in (original, new))
+        old_step = original(input_ids=ids[:, 4:5], past_key_values=old_out.past_key_values, use_cache=True)
+        new_step = new(input_ids=ids[:, 4:5], past_key_values=new_out.past_key_values, use_cache=True)
+        assert torch.equal(old_out.logits, new_out.logits) and torch.equal(old_step.logits, new_step.logits)
+        assert isinstance(new_step.past_key_values, tuple) and len(new_step.past_key_values) == 2
+        for old_layer, new_layer in zip(old_step.past_key_values, new_step.past_key_values):
+            assert new_layer[0].shape[0] == 5  # [s, b, h, d]
+            assert all(torch.equal(a, b) for a, b in zip(old_layer, new_layer))
+        cache = DynamicCache()
+        first = new(input_ids=ids[:, :4], past_key_values=cache, use_cache=True)
+        assert first.past_key_values is cache and torch.equal(first.logits, old_out.logits)
 
 
 def test_a_concatenation_of_a_transposed_past_is_named_at_its_line():

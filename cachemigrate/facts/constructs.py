@@ -3,7 +3,9 @@ once per construct, in the user's terms, instead of the generic "no rule rewrite
 
 * the past concatenated between other tensors (GIT: fresh image keys, then the past, then the new text keys);
 * a local that holds the past handed in or a past the function builds itself as tuples (GPTSAN's ``spout``);
-* a loop over the past itself, layer by layer (``for layer, past in enumerate(past_key_values)``).
+* a loop over the past itself, layer by layer (``for layer, past in enumerate(past_key_values)``);
+* the past picked by a loop's index (``kv_caches[index]``) where the loop does not show that the index is the
+  position of the layer it runs (:mod:`cachemigrate.facts.layer_loops`).
 """
 
 from __future__ import annotations
@@ -67,12 +69,41 @@ def explain(fn, use, node, middle: set[cst.CSTNode], where: str, idioms: list[st
             "file was left unchanged. Build a Cache from it by hand (`DynamicCache.from_legacy_cache(...)`) or keep "
             "this model on tuples"
         )
+    index = _loop_index_of(fn, node)
+    if use.kind == "legacy" and index is not None:
+        return (
+            f"{function} picks a layer's past by its loop's index (`{quote_idiom(use.idiom)}`{where}), but the loop "
+            f"does not show that `{index}` is the position of the layer it runs: `for {index}, layer in "
+            f"enumerate(self.layers)`, or a `for {index} in range(...)` loop taking `self.layers[{index}]` (directly "
+            f"or through a method that only returns it), with `{index}` bound by that loop alone. A Cache is updated "
+            "by each attention at its own position in the layer list, so the past picked here becomes the whole "
+            "cache only where the two agree, and cachemigrate will not guess; the file was left unchanged. Take the "
+            f"layer as `self.layers[{index}]` in the loop, then run cachemigrate again"
+        )
     if use.kind == "legacy" and ITERATES.match(use.idiom):
         return (
             f"{function} iterates `{use.variable}` layer by layer ({', '.join(idioms)}{where}): a Cache is one "
             "object that every layer updates, not a sequence of per-layer pasts, and no rule rewrites a loop over "
             "the past; the file was left unchanged. Loop over the layers instead and hand each the whole cache"
         )
+    return None
+
+
+def quote_idiom(idiom: str) -> str:
+    return idiom.replace("`", "'")
+
+
+def _loop_index_of(fn, node) -> str | None:
+    """The name ``i`` when ``node`` is the ``C`` of a ``C[i]`` inside a ``for`` loop that binds ``i``."""
+    if fn is None or node is None:
+        return None
+    for loop in findall(fn.node, m.For()):
+        bound = {n.value for n in findall(loop.target, m.Name())}
+        for subscript in findall(loop.body, m.Subscript()):
+            if subscript.value is node and len(subscript.slice) == 1:
+                part = subscript.slice[0].slice
+                if isinstance(part, cst.Index) and isinstance(part.value, cst.Name) and part.value.value in bound:
+                    return part.value.value
     return None
 
 
