@@ -369,3 +369,70 @@ def test_a_loop_over_a_reordered_past_is_refused_at_the_loop():
     [loop] = result.diagnostics
     assert loop.code == "CM900" and loop.line == _line(code, "past_key_values[::-1])):")
     assert "`past_key_values[::-1]`" in loop.message
+
+
+# -- diagnostics that said something false (issue 17, item 7) ---------------------------------------------------
+
+
+def _merged_in_the_model(heads: str) -> str:
+    """merged without its converters: the model takes and gives back [b*h, s, d] tuples, so the migrated model
+    must split batch and heads itself, with the attention's `self.num_heads` set as ``heads``."""
+    code = modeling("merged").read_text()
+    for line in (
+        "        else:\n            past_key_values = self._convert_to_rw_cache(past_key_values)\n",
+        "        if presents is not None:\n            presents = self._convert_to_standard_cache(presents, batch_size)\n",
+    ):
+        assert line in code
+        code = code.replace(line, "")
+    return code.replace("        self.num_heads = config.num_attention_heads\n", heads, 1)
+
+
+MULTI_QUERY = (
+    "        self.multi_query = config.multi_query\n"
+    "        self.num_heads = config.num_attention_heads if not self.multi_query else 1\n"
+)
+
+
+def test_heads_set_from_the_config_through_a_conditional_expression_migrate_bit_for_bit(tmp_path):
+    """`self.num_heads = config.num_attention_heads if not self.multi_query else 1`, `self.multi_query` set from
+    the config: the model splits the heads with `self.config.num_attention_heads if not self.config.multi_query
+    else 1` (it was said 'not set from the config'); era 4.52's file gives the original's logits and [b*h, s, d]
+    cached tensors bit for bit, a tuple in gives a tuple out."""
+    import torch
+
+    code = _merged_in_the_model(MULTI_QUERY)
+    result = migrate(code, "4.52", "modeling_merged.py")
+    assert result.status == "migrated", [str(d) for d in result.diagnostics]
+    assert "(-1, self.config.num_attention_heads if not self.config.multi_query else 1)" in result.migrated
+    for era in ("4.56", "5", "portable"):
+        assert migrate(code, era, "modeling_merged.py").status == "migrated"
+    models = []
+    for name, text in (("original", code), ("migrated", result.migrated)):
+        shutil.copytree(REMOTE / "merged", tmp_path / name)
+        (tmp_path / name / "modeling_merged.py").write_text(text)
+        _, config_class, head = _load(tmp_path / name, "merged")
+        torch.manual_seed(0)
+        models.append(head(config_class(multi_query=False)).eval())
+    original, new = models
+    new.load_state_dict(original.state_dict())
+    ids = torch.randint(3, 99, (2, 6))
+    with torch.no_grad():
+        old_out, new_out = (m(input_ids=ids[:, :4], use_cache=True) for m in (original, new))
+        old_step = original(input_ids=ids[:, 4:5], past_key_values=old_out.past_key_values, use_cache=True)
+        new_step = new(input_ids=ids[:, 4:5], past_key_values=new_out.past_key_values, use_cache=True)
+    assert torch.equal(old_out.logits, new_out.logits) and torch.equal(old_step.logits, new_step.logits)
+    assert isinstance(new_step.past_key_values, tuple)
+    for old_layer, new_layer in zip(old_step.past_key_values, new_step.past_key_values):
+        assert new_layer[0].dim() == 3 and all(torch.equal(a, b) for a, b in zip(old_layer, new_layer))
+
+
+def test_heads_set_from_a_call_are_named_with_what_is_not_read_off_the_config():
+    """`self.num_heads = heads_of(config)`: the reason names the call, not 'not set from the config'."""
+    code = _merged_in_the_model("        self.num_heads = heads_of(config)\n")
+    result = migrate(code, "4.56", "modeling_merged.py")
+    assert result.status == "failed" and result.migrated == code
+    [layout] = [d for d in result.diagnostics if d.code == "CM901"]
+    assert "`self.num_heads` is set from `heads_of(config)`, and `heads_of(config)` is not read off the config" in (
+        layout.message
+    )
+    assert "not set from the config" not in layout.message
