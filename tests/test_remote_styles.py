@@ -436,3 +436,19 @@ def test_heads_set_from_a_call_are_named_with_what_is_not_read_off_the_config():
         layout.message
     )
     assert "not set from the config" not in layout.message
+
+
+def test_a_file_stacking_its_own_layers_is_never_said_to_wrap_a_model():
+    """seqfirst with unknown cache names and its PreTrainedModel class imported from another module: attention,
+    blocks and model are in the file, so it wraps no library model (it was said to); the names are the blocker."""
+    code = modeling("seqfirst").read_text().replace("kv_caches", "layer_caches").replace("kv_cache", "layer_cache")
+    start, end = code.index("class SeqFirstPreTrainedModel("), code.index("class SeqFirstModel(")
+    code = code[:start] + code[end:]
+    config = "from .configuration_seqfirst import SeqFirstConfig\n"
+    code = code.replace(config, config + "from .pretrained_seqfirst import SeqFirstPreTrainedModel\n")
+    for era in MIGRATES:
+        result = migrate(code, era, "modeling_seqfirst.py")
+        assert result.status == "failed" and result.migrated == code
+        [diagnostic] = result.diagnostics
+        assert diagnostic.code == "CM903" and "wraps" not in diagnostic.message
+        assert "GLMTransformer holds a list of GLMBlock" in diagnostic.message
