@@ -28,7 +28,7 @@ from .config_code import NotFromConfig, model_code
 from .converters import Converter, converter_calls, find_converters
 from .layout import Layout, TensorLayout, Unknown, attention_layout
 from ..views.patterns import code_of
-from ..views.ranks import RankScope
+from ..views.ranks import RankScope, int_literal
 from ..traverse import findall
 
 
@@ -51,6 +51,10 @@ def file_layout(info: ModuleInfo, views, presents: str | None) -> FileLayout:
     result.predicates["?converter"] = lambda node: code_of(node) in calls
     # a test that does not already ask whether something is a Cache (a rule that adds that test stays idempotent)
     result.predicates["?no_cache_check"] = lambda node: not findall(node, CACHE_GUARD)
+    # the sequence axis of the keys the model is handed: the boundary's, or a Cache's own where it is not known
+    result.predicates["?sequence_axis"] = lambda node: int_literal(node) == int(
+        result.facts.get("boundary_key_seq", "-2")
+    )
     try:
         inside = _inside(info, views)
         boundary, entry, exit_ = _boundary(info, inside, result.converters)
