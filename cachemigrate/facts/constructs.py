@@ -15,6 +15,7 @@ import re
 import libcst as cst
 import libcst.matchers as m
 
+from .layer_loops import layer_indices
 from ..views.expressions import CONCATENATE
 from ..views.patterns import code_of
 from ..traverse import findall
@@ -49,8 +50,8 @@ def construct_key(fn, use, node, middle: set[cst.CSTNode]) -> str:
     return use.statement
 
 
-def explain(fn, use, node, middle: set[cst.CSTNode], where: str, idioms: list[str], locate) -> str | None:
-    """The message for a construct whose reason is known, or None."""
+def explain(fn, use, node, middle: set[cst.CSTNode], where: str, idioms: list[str], locate, info=None) -> str | None:
+    """The message for a construct whose reason is known, or None (``info``: the file's facts, where known)."""
     function = use.function
     if node is not None and node in middle:
         return (
@@ -70,7 +71,7 @@ def explain(fn, use, node, middle: set[cst.CSTNode], where: str, idioms: list[st
             "this model on tuples"
         )
     index = _loop_index_of(fn, node)
-    if use.kind == "legacy" and index is not None:
+    if use.kind == "legacy" and index is not None and not _is_layer_position(fn, index, info):
         return (
             f"{function} picks a layer's past by its loop's index (`{quote_idiom(use.idiom)}`{where}), but the loop "
             f"does not show that `{index}` is the position of the layer it runs: `for {index}, layer in "
@@ -105,6 +106,15 @@ def _loop_index_of(fn, node) -> str | None:
                 if isinstance(part, cst.Index) and isinstance(part.value, cst.Name) and part.value.value in bound:
                     return part.value.value
     return None
+
+
+def _is_layer_position(fn, index: str, info) -> bool:
+    """``index`` is the position of the layer its loop runs over one of the class's layer lists (then what blocks
+    is around ``C[index]``, not the index)."""
+    cls = info.classes.get(fn.cls) if info is not None and fn.cls else None
+    if cls is None:
+        return False
+    return any(index in layer_indices(fn, cls, f"self.{attr}") for attr in cls.module_lists)
 
 
 def _built_here(fn, use) -> tuple[cst.CSTNode, str] | None:
