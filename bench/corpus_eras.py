@@ -4,7 +4,8 @@ written to docs/corpus_eras.md.
     python bench/corpus_eras.py 4.6.1 4.30.2 4.35.2 installed --out docs/corpus_eras.md --json eras.jsonl
     python bench/corpus_eras.py /work/corpora/tf-4.35.2 --eras 4.56,5 --only bart whisper
 
-SOURCEs are read as by bench/corpus.py (``installed``, a source tree, a wheel or a release number to fetch). Each
+SOURCEs are read as by bench/corpus.py (``installed``, a source tree, a wheel or a release number to fetch), or
+a folder of remote-code folders (``fixtures/remote``: the remote-code styles, one row per era beside the releases). Each
 file goes through ``cachemigrate migrate`` in memory (:mod:`corpuskit.migrating`) once per era; nothing is probed.
 One row per release and era: of the files whose cache code a model class reaches (the rest are CM299, left
 unchanged in every era), how many migrate. Then every file that migrates for one era and not for another, with the

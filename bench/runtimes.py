@@ -16,6 +16,7 @@ PYTHONPATH. Standard output is only the ``export`` lines (pip's own output goes 
 from __future__ import annotations
 
 import argparse
+import re
 import subprocess
 import sys
 import time
@@ -52,6 +53,28 @@ def build(root: Path, name: str, release: str) -> Path:
     return python
 
 
+def newest(major: str, listing: str) -> str | None:
+    """The newest final release of ``major`` (``"5"``) in the output of ``pip index versions transformers``."""
+    line = next((text for text in listing.splitlines() if text.startswith("Available versions:")), "")
+    found = [v.strip() for v in line.partition(":")[2].split(",") if re.fullmatch(rf"{major}\.\d+(\.\d+)*", v.strip())]
+    return max(found, key=lambda v: tuple(int(part) for part in v.split(".")), default=None)
+
+
+def warn_if_stale(run=subprocess.run) -> None:
+    """Say on standard error when the package index has a newer 5.x than the one pinned here (5.x ships weekly:
+    bump ``RUNTIMES`` and rerun the era matrix). Quiet when the index cannot be asked."""
+    pinned = RUNTIMES["tf525"][0]
+    try:
+        done = run([sys.executable, "-m", "pip", "index", "versions", "transformers"], capture_output=True,
+                   text=True, timeout=60)  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return
+    latest = newest(pinned.split(".")[0], done.stdout or "")
+    if latest and tuple(map(int, latest.split("."))) > tuple(map(int, pinned.split("."))):
+        print(f"note: transformers {latest} is out, newer than the pinned {pinned}: bump RUNTIMES in "
+              f"bench/runtimes.py and rerun bench/era_matrix.py", file=sys.stderr)  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, default=Path("/work/venvs"))
@@ -59,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     root = args.root.expanduser()
     root.mkdir(parents=True, exist_ok=True)
+    warn_if_stale()
     for name in args.only or RUNTIMES:
         release, variable = RUNTIMES[name]
         print(f"export {variable}={build(root, name, release)}", flush=True)

@@ -38,6 +38,11 @@ SUPPRESSED = "CM907"  # `# cachemigrate: skip` on a statement left edits out, an
 TOO_DEEP = "CM910"  # an expression nested too deep for the engine (or for Python's parser): left unchanged
 CHANGED_MEANWHILE = "CM909"  # the file changed on disk while it was being migrated: left as it is now
 REMOVED_API = "CM908"  # the migrated file would import or call what the era's runtime removed: left unchanged
+# A note on a migrated file: it reads a config attribute its era's runtime no longer sets by default, and its config
+# class does not set it (cachemigrate.proof.config_defaults)
+CONFIG_DEFAULT = "CM911"
+# A note on a migrated file: the module it takes its config from imports what the era's runtime removed
+COMPANION_REMOVED = "CM912"
 # A note, not an error: legacy cache code that no model class of the file can hand a cache to (the file is left as it
 # is and counts as having nothing to migrate; in the encoder-decoder family's range of codes)
 UNREACHABLE = "CM299"

@@ -29,6 +29,7 @@ from .source import guard
 from . import traverse
 from .diagnostics import Diagnostic
 from .edit.edits import Plan
+from .facts.consumers import unproven_diagnostics
 from .facts.converters import find_converters
 from .excerpts import quote, source_line
 from .edit.imports import IMPORTS_RULE
@@ -232,6 +233,23 @@ def _no_model(info, path: str, locate: Locator) -> Diagnostic:
     )
 
 
+def _not_a_past(info: ModuleInfo, function: str) -> str:
+    """For a module-level function: why it is not a helper that edits a past either."""
+    if not any(fn.qualname == function for fn, _node, _why in info.unproven):
+        return ""
+    return (
+        f", and {function} is not shown to edit a past either (it never reads it layer by layer as (key, value) "
+        "pairs, `past[i][0]` or `for k, v in past`)"
+    )
+
+
+def _only_consumers(info: ModuleInfo) -> bool:
+    """Every tuple use of the file is in a module-level function that takes a past (shown to be one or not), and
+    one at least is shown to be a past (a file of such functions that never reads a past is CM903's)."""
+    functions = set(info.roles["consumer"]) | {fn.qualname for fn, _node, _why in info.unproven}
+    return bool(info.roles["consumer"]) and all(use.function in functions for use in info.legacy_uses())
+
+
 def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, path: str = "<string>") -> FileResult:
     options = options or Options()
     started = time.perf_counter()
@@ -270,7 +288,17 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
             "left unchanged (nothing to migrate)"
         )
         return done("clean", diags=[Diagnostic(path, line, column, codes.UNREACHABLE, note)])
-    if not before.roles["attention"] and not before.roles["base_model"]:
+    # no model, only functions that edit a past handed to them (facts/consumers.py): their own rules
+    # (a shape the file cannot be migrated alone in, a monkeypatch or a head over a library model, is CM903's)
+    consumer_file = (
+        not before.roles["attention"]
+        and not before.roles["base_model"]
+        and _only_consumers(before)
+        and not explain_outside(module, before, before.legacy_uses()[0])
+    )
+    if consumer_file and before.unproven:
+        return done("failed", diags=unproven_diagnostics(before.unproven, path, locate))
+    if not consumer_file and not before.roles["attention"] and not before.roles["base_model"]:
         first = before.legacy_uses()[0]
         line, column = locate(first.node)
         idiom, excerpt = quote(first.idiom), source_line(code, line)
@@ -288,12 +316,13 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
                     + (
                         explain_outside(module, before, first)
                         or "no attention/block/model structure using it was recognised"
+                        + _not_a_past(before, first.function)
                     )
                     + "; the file was left unchanged",
                 )
             ],
         )
-    if not before.roles["base_model"]:
+    if not consumer_file and not before.roles["base_model"]:
         return done("failed", diags=[_no_model(before, path, locate)])
     hooks = past_hook_diagnostics(before, path, locate)
     if hooks:
@@ -335,7 +364,9 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
             "report it with this file"
         )
         return done("error", diags=[Diagnostic(path, line, column, codes.REGION_VIOLATION, message)])
-    said = {d.line for d in found if d.code == codes.UNKNOWN_IDIOM}  # a construct planning explained, said once
+    # a construct planning explained (a CM900, or a refusal of a rule for code outside a model), said once
+    refusing = {codes.UNKNOWN_IDIOM} | {rule.id for rule in rules if rule.role == "consumer"}
+    said = {d.line for d in found if d.code in refusing}
     leftovers = leftover_diagnostics(before, reparsed, edited, functions, era, path, locate, converters)
     found.extend(d for d in leftovers if d.line not in said)
     found.extend(first_step_diagnostics(before, reparsed, era, path, locate))
@@ -344,4 +375,6 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
     if found:
         found = note_withdrawn(found, module, before, ruleset, options, path, locate)
         return done("failed", diags=found, applied=applied)
+    if consumer_file and migrated == code:  # helpers already on the Cache API (their `len(past)` reads are)
+        return done("clean")
     return done("migrated", migrated=migrated, diags=notes, applied=applied)

@@ -183,3 +183,38 @@ def test_a_file_marked_skip_is_reported_skipped_and_left_alone(fork):
     assert marked.read_text() == "# cachemigrate: skip\n" + WEIRD.read_text()
     assert summary_of(result.stderr) == {"migrated": 1, "nothing to migrate": 3, "skipped (# cachemigrate: skip)": 1}
     assert any(line.endswith("skipped (0.0s, skip comment)") for line in result.stderr.splitlines())
+
+
+def test_the_eta_is_files_done_over_time_elapsed_not_a_moving_average(monkeypatch):
+    """Files the engine takes seconds on, then a burst the prefilter answers at once: the estimate of the time left
+    stays the average over the run (a moving average of the last files would drop it by far more than the burst
+    saves)."""
+    from cachemigrate.cli import progress
+
+    monkeypatch.setattr(progress, "_is_terminal", lambda stream: True)
+    reporter = progress.Reporter(1000)
+    bar = reporter.bar
+    now = [0.0]
+    bar._time = lambda: now[0]
+    bar.start_t = bar.last_print_t = 0.0
+    bar.mininterval = bar.miniters = 0
+
+    def eta() -> float:
+        info = bar.format_dict
+        rate = info["rate"] or info["n"] / info["elapsed"]  # tqdm's own fallback when it keeps no moving average
+        return (info["total"] - info["n"]) / rate
+
+    for _ in range(20):  # the engine: 2 s a file
+        now[0] += 2.0
+        reporter.file("engine.py", "failed", "failed", 2.0, "engine")
+    before = eta()
+    for _ in range(200):  # the prefilter: a millisecond a file
+        now[0] += 0.001
+        reporter.file("clean.py", "clean", "clean", 0.0, "prefilter")
+    after = eta()
+    reporter.close()
+    elapsed = now[0]
+    assert after == pytest.approx(elapsed / 220 * (1000 - 220))
+    assert before == pytest.approx(2.0 * (1000 - 20))
+    # a moving average of the last files would say the burst's pace: 780 files at a millisecond each, under a second
+    assert after > 100 * (1000 - 220) * 0.001

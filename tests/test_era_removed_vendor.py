@@ -128,7 +128,8 @@ def _rules_copy(tmp_path: Path) -> Path:
 
 def test_a_rule_that_writes_a_removed_name_is_a_rule_error_at_load(tmp_path):
     rule = (REPO / "rules" / "5" / "CM018.toml").read_text()
-    bad = rule.replace("for layer in {presents}.layers)", "for layer in {presents}.to_legacy_cache())")
+    # the filter that reads `to_legacy_cache()` in place of the one that reads `cache.layers`
+    bad = rule.replace("{presents|layers_to_legacy}", "{presents|cache_to_legacy}")
     assert bad != rule
     (tmp_path / "CM018.toml").write_text(bad)
     with pytest.raises(RuleError) as error:

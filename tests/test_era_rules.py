@@ -12,6 +12,7 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
+from cachemigrate.actions import ACTIONS
 from cachemigrate.facts.analysis import analyze
 from cachemigrate.engine import Options, apply_rules
 from cachemigrate.rules.loader import load_ruleset
@@ -51,6 +52,11 @@ NOMATCH = [
     for era in ERAS
     for p in sorted(_fixtures(era).glob("CM*/*_nomatch.py"))
 ]
+REFUSED = [
+    pytest.param(era, p, id=f"{era}/{p.parent.name}/{p.name}")
+    for era in ERAS
+    for p in sorted(_fixtures(era).glob("CM*/*refused.py"))
+]
 
 
 def run_rule(era: str, rule_id: str, code: str, path: str = "fixture.py"):
@@ -65,6 +71,10 @@ def run_rule(era: str, rule_id: str, code: str, path: str = "fixture.py"):
 
 @pytest.mark.parametrize("era, rule_id", OWN)
 def test_every_era_rule_has_a_before_after_pair(era, rule_id):
+    (rule,) = [r for r in ruleset(era).rules if r.id == rule_id]
+    if ACTIONS[rule.action].REFUSES:
+        assert sorted((_fixtures(era) / rule_id).glob("*refused.py")), f"{era}/{rule_id} refuses: it needs refused.py"
+        return
     pairs = _pairs(_fixtures(era) / rule_id)
     assert pairs, f"rules/{era}/{rule_id}.toml has no fixtures/{era}/{rule_id}/before.py"
     for before, after in pairs:
@@ -80,7 +90,7 @@ def test_era_fixture_directories_name_rules_of_the_era(era):
 @pytest.mark.parametrize("era", ERAS)
 def test_era_fixture_files_follow_the_naming_scheme(era):
     for path in _fixtures(era).glob("CM*/*.py"):
-        assert path.name.endswith(("before.py", "after.py", "_nomatch.py")), path
+        assert path.name.endswith(("before.py", "after.py", "_nomatch.py", "refused.py")), path
         if path.name.endswith("after.py"):
             assert path.with_name(path.name[: -len("after.py")] + "before.py").is_file(), f"{path} has no before"
 
@@ -100,6 +110,15 @@ def test_era_rule_alone_is_idempotent(era, before, after):
     again, applied, _ = run_rule(era, before.parent.name, expected, str(after))
     assert again == expected
     assert applied == {}
+
+
+@pytest.mark.parametrize("era, path", REFUSED)
+def test_era_refusing_rule_alone_reports_and_leaves_the_code_unchanged(era, path):
+    code = path.read_text()
+    migrated, applied, diagnostics = run_rule(era, path.parent.name, code, str(path))
+    assert applied == {} and migrated == code
+    assert diagnostics and {d.code for d in diagnostics} == {path.parent.name}
+    assert all(d.line > 1 for d in diagnostics)  # at the construct, not at the top of the file
 
 
 @pytest.mark.parametrize("era, path", NOMATCH)

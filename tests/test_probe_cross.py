@@ -191,3 +191,27 @@ def test_the_cross_probe_runs_its_cross_attention_checks_on_encoder_decoder_file
     else:
         assert "causal BartForCausalLM" in statuses["cross_cache_written_once"][1]
         assert statuses["logits_no_cache"][0] == "pass"
+
+
+def test_the_cross_probe_drives_a_bert_style_head_as_a_decoder(tmp_path):
+    """A causal head that also takes encoder states (Bert's) keeps no cache unless its config says it is a decoder:
+    the reference is recorded with `is_decoder` on, as the same-version probe does, so the tuple and Cache checks
+    compare caches, not two Nones."""
+    transformers = pytest.importorskip("transformers")
+    from cachemigrate.probe.cross import run_cross_probe
+
+    source = Path(transformers.__file__).parent / "models" / "bert" / "modeling_bert.py"
+    original, copy = tmp_path / "a" / source.name, tmp_path / "b" / source.name
+    for path in (original, copy):
+        path.parent.mkdir()
+        shutil.copy(source, path)
+    result = migrate_source(source.read_text(), load_ruleset("4.52"), Options(line_length=119), path=str(source))
+    assert result.status == "migrated", [str(d) for d in result.diagnostics]
+    copy.write_text(result.migrated)
+    report = run_cross_probe(
+        original, copy, original_python=sys.executable, package="transformers.models.bert", timeout=600
+    )
+    statuses = {r.name: (r.status, r.detail) for r in report.results}
+    assert statuses["tuple_in_tuple_out"][0] == "pass", statuses["tuple_in_tuple_out"]
+    assert statuses["cache_in_same_cache"][0] == "pass", statuses["cache_in_same_cache"]
+    assert not [name for name, (status, _) in statuses.items() if status not in ("pass", "skip")], statuses

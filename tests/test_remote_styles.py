@@ -7,6 +7,7 @@ that blocks them, with the real reason."""
 from __future__ import annotations
 
 import functools
+import os
 import shutil
 import textwrap
 from pathlib import Path
@@ -22,9 +23,11 @@ STYLES = sorted(p.name for p in REMOTE.iterdir() if p.is_dir())
 MIGRATES = {
     "4.52": {"bshd", "einops", "merged", "zipped", "fusedlist", "seqfirst"},
     "4.56": {"bshd", "einops", "merged", "zipped", "fusedlist", "seqfirst"},
-    "5": {"bshd", "einops", "merged", "zipped", "seqfirst"},
-    "portable": {"bshd", "einops", "merged", "zipped", "seqfirst"},
+    "5": {"bshd", "einops", "merged", "zipped", "fusedlist", "seqfirst"},
+    "portable": {"bshd", "einops", "merged", "zipped", "fusedlist", "seqfirst"},
 }
+# the newest 5.x, where eras 5 and portable read the cache off `cache.layers` (tests marked `runtimes`)
+TF5_PYTHON = Path(os.environ.get("CACHEMIGRATE_TF5_PYTHON", "/work/venvs/tf525/bin/python"))
 
 
 @functools.cache
@@ -114,16 +117,20 @@ def test_the_styles_that_migrate(style, era):
     assert again.status == "clean" and again.migrated == result.migrated
 
 
-@pytest.mark.parametrize("style", sorted(MIGRATES["4.52"]))
-def test_the_migrated_model_gives_the_originals_tensors_bit_for_bit(style, tmp_path):
-    """Era 4.52's migration on the installed transformers (4.51.3): the layout is converted at the attention
+@pytest.mark.parametrize(
+    "style,era", [(style, era) for era in ("4.52", "portable") for style in sorted(MIGRATES[era])]
+)
+def test_the_migrated_model_gives_the_originals_tensors_bit_for_bit(style, era, tmp_path):
+    """Eras 4.52 and portable on the installed transformers (4.51.3): the layout is converted at the attention
     (``[b, s, h, d]``, ``[b*h, s, d]``: views around ``cache.update``), or kept where a Cache cannot hold it
-    (fused keys and values); either way the logits and every cached tensor handed back as a tuple are the
-    original's, bit for bit, and a DynamicCache passed in gives the same logits."""
+    (fused keys and values: the Cache holds the halves), and tuples at the model's boundary are converted the same
+    way both ways (portable: ``DynamicCache(tuple)`` of the layers viewed in the Cache's layout, given back through
+    ``to_legacy_cache`` here); either way the logits and every cached tensor handed back in the original's
+    container are the original's, bit for bit, and a DynamicCache passed in gives the same logits."""
     import torch
     from transformers.cache_utils import DynamicCache
 
-    result = migrate(modeling(style).read_text(), "4.52", modeling(style).name)
+    result = migrate(modeling(style).read_text(), era, modeling(style).name)
     assert result.status == "migrated", [str(d) for d in result.diagnostics]
     shutil.copytree(REMOTE / style, tmp_path / style)
     (tmp_path / style / modeling(style).name).write_text(result.migrated)
@@ -133,21 +140,47 @@ def test_the_migrated_model_gives_the_originals_tensors_bit_for_bit(style, tmp_p
         old_out = original(input_ids=ids[:, :4], use_cache=True)
         new_out = new(input_ids=ids[:, :4], use_cache=True)
         assert torch.equal(old_out.logits, new_out.logits)
+        assert type(new_out.past_key_values) is type(old_out.past_key_values)
         old_step = original(input_ids=ids[:, 4:5], past_key_values=old_out.past_key_values, use_cache=True)
         new_step = new(input_ids=ids[:, 4:5], past_key_values=new_out.past_key_values, use_cache=True)
         assert torch.equal(old_step.logits, new_step.logits)
         old_past, new_past = old_step.past_key_values, new_step.past_key_values
-        assert len(old_past) == len(new_past)
+        assert type(new_past) is type(old_past) and len(old_past) == len(new_past)
         for old_layer, new_layer in zip(old_past, new_past):
             if isinstance(old_layer, torch.Tensor):
-                assert torch.equal(old_layer, new_layer)
+                assert torch.equal(old_layer, new_layer) and old_layer.stride() == new_layer.stride()
             else:
-                assert all(torch.equal(a, b) for a, b in zip(old_layer, new_layer))
+                assert all(torch.equal(a, b) and a.stride() == b.stride() for a, b in zip(old_layer, new_layer))
         cache = DynamicCache()
         first = new(input_ids=ids[:, :4], past_key_values=cache, use_cache=True)
         assert first.past_key_values is cache and torch.equal(first.logits, old_out.logits)
         second = new(input_ids=ids[:, 4:5], past_key_values=cache, use_cache=True)
         assert torch.equal(second.logits, old_step.logits) and cache.get_seq_length() == 5
+
+
+@pytest.mark.runtimes
+@pytest.mark.skipif(not TF5_PYTHON.is_file(), reason=f"no transformers 5.x interpreter at {TF5_PYTHON}")
+@pytest.mark.parametrize("style,era", [(s, e) for e in ("5", "portable") for s in ("bshd", "fusedlist", "seqfirst")])
+def test_the_migrated_file_on_transformers_5_gives_the_originals_tensors_bit_for_bit(style, era, tmp_path):
+    """The cross-version probe (the original on 4.51.3, the migrated file on the newest 5.x), for the layouts
+    whose tuples the model converts at its boundary (``[b, s, h, d]``, ``[s, b, h, d]``, fused): a tuple in gives a tuple out in the
+    original's layout and container (``DynamicCache(tuple)`` of the layers viewed in the Cache's layout, given
+    back off ``cache.layers``: 5.x has no ``to_legacy_cache``), a Cache in comes back as the same object, and no
+    check diverges: the largest difference between any logits or cached tensor of the two is 0 (bit for bit)."""
+    from cachemigrate.probe.cross import run_cross_probe
+    from cachemigrate.probe.report import PASS, SKIP
+
+    result = migrate(modeling(style).read_text(), era, modeling(style).name)
+    assert result.status == "migrated", [str(d) for d in result.diagnostics]
+    shutil.copytree(REMOTE / style, tmp_path / style)
+    migrated = tmp_path / style / modeling(style).name
+    migrated.write_text(result.migrated)
+    report = run_cross_probe(modeling(style), migrated, migrated_python=str(TF5_PYTHON), timeout=300)
+    statuses = {r.name: r.status for r in report.results}
+    assert set(statuses.values()) <= {PASS, SKIP}, [(r.name, r.status, r.detail) for r in report.results]
+    for check in ("tuple_in_tuple_out", "use_cache_false_with_past", "return_dict_false", "cache_in_same_cache"):
+        assert statuses[check] == PASS, (check, statuses)
+    assert report.max_abs_diff == 0.0, report.header()
 
 
 # -- what is refused, and why -----------------------------------------------------------------------------------
@@ -280,7 +313,8 @@ def test_a_past_hook_that_forwards_its_kwargs_is_not_one():
     assert not any("4.26" in d.message for d in result.diagnostics)
 
 
-def test_a_past_length_off_the_sequence_axis_is_named():
+@pytest.mark.parametrize("era", ["4.56", "5", "portable"])
+def test_a_past_length_off_the_sequence_axis_is_named(era):
     """bshd near-miss: the past length read off axis 2 ([b, s, h, d]: the heads)."""
     code = (
         modeling("bshd")
@@ -290,11 +324,56 @@ def test_a_past_length_off_the_sequence_axis_is_named():
             "past_key_values_length = past_key_values[0][0].shape[2]",
         )
     )
-    result = migrate(code, "4.56", "modeling_bshd.py")
+    result = migrate(code, era, "modeling_bshd.py")
     assert result.status == "failed" and result.migrated == code
     [read] = result.diagnostics
     assert read.code == "CM900" and read.line == _line(code, "past_key_values_length = past_key_values[0][0].shape[2]")
     assert "axis 2 (the heads)" in read.message and "[b, s, h, d]" in read.message and "axis 1" in read.message
+
+
+@pytest.mark.parametrize("era", ["4.56", "5", "portable"])
+def test_a_key_whose_rank_the_code_does_not_show_is_refused_at_its_concatenation(era):
+    """bshd near-miss: the key comes out of a helper (no `.view(b, s, h, d)`), so where its axes go when the
+    sequence moves to -2 is not known: refused at the key's concatenation, naming the tensor."""
+    code = (
+        modeling("bshd")
+        .read_text()
+        .replace("key_states = k.view(bsz, q_len, self.num_heads, self.head_dim)", "key_states = self._split_heads(k)")
+    )
+    result = migrate(code, era, "modeling_bshd.py")
+    assert result.status == "failed" and result.migrated == code
+    [layout] = [d for d in result.diagnostics if d.code == "CM901"]
+    assert layout.line == _line(code, "key_states = torch.cat([past_key_value[0], key_states], dim=1)")
+    assert "the rank of `key_states` is not known" in layout.message
+
+
+@pytest.mark.parametrize("era", ["4.56", "5", "portable"])
+@pytest.mark.parametrize(
+    "old, new, reason",
+    [
+        (  # the heads axis of [b, h, s, 2d]
+            "key_value = torch.cat((layer_past, key_value), dim=-2)",
+            "key_value = torch.cat((layer_past, key_value), dim=1)",
+            "only a sequence axis -2 is known",
+        ),
+        (  # halves taken by slicing: not shown to be the two equal halves the Cache would hold
+            "key, value = key_value.split((self.head_dim, self.head_dim), dim=-1)",
+            "key, value = key_value[..., : self.head_dim], key_value[..., self.head_dim :]",
+            "is never split into two equal halves on its last axis",
+        ),
+    ],
+)
+def test_a_fused_past_in_no_known_layout_is_refused_at_its_concatenation(era, old, new, reason):
+    """fusedlist near-misses: a fused past concatenated off its sequence axis, or never split in halves on its last
+    axis, has no layout a Cache can hold: refused at the concatenation, saying why, in every era."""
+    code = modeling("fusedlist").read_text()
+    assert old in code
+    code = code.replace(old, new)
+    result = migrate(code, era, "modeling_fusedlist.py")
+    assert result.status == "failed" and result.migrated == code
+    [layout] = [d for d in result.diagnostics if d.code == "CM901"]
+    assert layout.line == _line(code, "key_value = torch.cat((layer_past, key_value), dim=")
+    assert reason in layout.message
 
 
 def test_an_einops_pattern_with_an_ellipsis_gives_no_rank():

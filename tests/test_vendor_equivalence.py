@@ -1,4 +1,4 @@
-"""The helpers vendored into migrated files (rules/vendor/*.py, and the methods CM440/CM441 add) give what the
+"""The helpers vendored into migrated files (rules/vendor/*.py, and the methods CM440-CM442 add) give what the
 transformers 4.51.3 definitions of the same name give, on random inputs with fixed seeds: exactly (torch.equal,
 the same exception type and message) wherever the original is exact."""
 
@@ -287,6 +287,28 @@ def test_invert_attention_mask_of_cm441_equals_4_51(model):
         mask3 = torch.stack([padding_mask(rng, batch, keys) for _ in range(2)], dim=1)
         for mask in (mask2, mask3):
             assert same(mine(model, mask), model.invert_attention_mask(mask))
+
+
+@pytest.mark.parametrize("decoder", [False, True])
+def test_get_extended_attention_mask_of_cm442_equals_4_51(decoder):
+    """Encoder and decoder configs, 2D masks (with a past: more keys than queries) and 3D masks, float32 and the
+    dtype passed in; a 1D mask raises ValueError in both."""
+    config = transformers.GPT2Config(n_layer=1, n_embd=8, n_head=2, vocab_size=11)
+    config.is_decoder = decoder
+    model = transformers.GPT2Model(config)
+    mine = _method("CM442")
+    rng = random.Random(37)
+    for _ in range(20):
+        batch, queries = rng.randint(1, 3), rng.randint(1, 4)
+        keys = queries + rng.randint(0, 3)
+        mask2 = padding_mask(rng, batch, keys)
+        mask3 = torch.stack([padding_mask(rng, batch, keys) for _ in range(queries)], dim=1)
+        for mask in (mask2, mask3):
+            for dtype in (None, torch.float16):
+                expected = model.get_extended_attention_mask(mask, (batch, queries), dtype=dtype)
+                assert same(mine(model, mask, (batch, queries), dtype=dtype), expected)
+    flat = torch.ones(3)
+    assert outcome(mine, model, flat, (1, 3)) == outcome(model.get_extended_attention_mask, flat, (1, 3))
 
 
 def test_torch_float_equals_4_51_outside_and_inside_tracing():

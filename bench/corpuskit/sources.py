@@ -84,6 +84,8 @@ def read_source(source: Path) -> tuple[str, list[CorpusFile]]:
                     entries[name] = archive.read(name)
                 elif re.search(r"(?:^|/)transformers/__init__\.py$", name):  # not switch_transformers/...
                     version = _version(archive.read(name).decode())
+    elif _remote_folders(source):
+        return _read_remote(source)
     else:
         package = source if (source / "models").is_dir() else source / "transformers"
         if not (package / "models").is_dir():
@@ -100,6 +102,24 @@ def read_source(source: Path) -> tuple[str, list[CorpusFile]]:
         match = MODELING.search(name)
         files.append(CorpusFile(version, match.group(1), match.group(2), data))
     return version, files
+
+
+def _remote_folders(source: Path) -> list[Path]:
+    """The remote-code folders of ``source`` (``fixtures/remote``): subfolders holding a ``modeling_*.py``, in a
+    folder that is not a transformers tree."""
+    if not source.is_dir() or (source / "models").is_dir() or (source / "transformers").is_dir():
+        return []
+    return sorted(folder for folder in source.iterdir() if folder.is_dir() and any(folder.glob("modeling_*.py")))
+
+
+def _read_remote(source: Path) -> tuple[str, list[CorpusFile]]:
+    """Remote-code folders as a corpus: the folder's name is the release column, each subfolder a model."""
+    files = [
+        CorpusFile(source.name, f"{folder.name}/{path.name}", folder.name, path.read_bytes())
+        for folder in _remote_folders(source)
+        for path in sorted(folder.glob("modeling_*.py"))
+    ]
+    return source.name, files
 
 
 def _version(init: str) -> str | None:

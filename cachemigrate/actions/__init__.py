@@ -6,10 +6,12 @@ from .add_base_class import AddBaseClass
 from .add_method import AddMethod
 from .add_parameter import AddParameter
 from .base import Action, ActionContext
+from .cache_edits import EditCacheConsumer
 from .drop_import import DropImport
 from .insert_statements import InsertStatements
 from .pass_argument import PassArgument
 from .refuse_passed_with import RefusePassedWith
+from .refuse_signature import RefuseSignature
 from .rename_parameter import RenameParameter
 from .replace_class_statements import ReplaceClassStatements
 from .replace_expression import ReplaceExpression
@@ -29,12 +31,14 @@ ACTIONS: dict[str, type[Action]] = {
         ThreadLayerIdx,
         PassArgument,
         RefusePassedWith,
+        RefuseSignature,
         AddMethod,
         RenameParameter,
         AddBaseClass,
         DropImport,
         ReplaceClassStatements,
         TieWeightsMapping,
+        EditCacheConsumer,
     )
 }
 

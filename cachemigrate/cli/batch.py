@@ -19,7 +19,9 @@ from .result_cache import ResultCache
 from ..diagnostics import Diagnostic
 from .progress import Reporter
 from ..edit.render import unified_diff
+from ..proof.companions import companion_notes
 from ..results import Options
+from ..rules.eras import config_defaults, removed_imports
 from .runner import Failure, Result, changed_meanwhile, changed_since_read, failed, run
 from .signals import Interrupted, StopOnSignal
 from ..source.writing import is_read_only, read_only_diagnostic, write_atomically
@@ -51,6 +53,19 @@ class Batch:
         return ResultCache.open(self.cache_dir, self.era, self.rule_dirs, self.options)
 
 
+def with_config_notes(result: Result, era: str) -> Result:
+    """A migrated file with its notes about its config (read beside the file now: never cached): CM911 for each
+    config attribute it reads that the era's runtime no longer sets by default and its config class does not set,
+    CM912 where the module it takes its config from imports what that runtime removed."""
+    if result.status != "migrated":
+        return result
+    defaults, runtime = config_defaults(era)
+    if not defaults:  # an era whose runtime keeps 4.x's config (and its imports)
+        return result
+    notes = companion_notes(result.path, result.migrated, era, defaults, runtime, removed_imports(era))
+    return dataclasses.replace(result, diagnostics=sorted([*result.diagnostics, *notes])) if notes else result
+
+
 def verb_of(result: Result, writes: bool) -> str:
     if result.status == "migrated":
         return "migrated" if writes else "would migrate"
@@ -62,7 +77,9 @@ class _Run:
         self.batch, self.total = batch, total
         self.counts = {"migrated": 0, "clean": 0, "skipped": 0, "failed": 0, "error": 0}
         self.answered: Counter = Counter()
-        self.results: list[Result | Failure] = []
+        # what the report needs of each file (no texts): the parent's memory stays flat however many files run
+        self.entries: list[dict] = []
+        self.seen = 0
         self.would_change = self.written = 0
         self.guard = StopOnSignal()
         self.show = Reporter(total, batch.verbose, batch.quiet, batch.color)
@@ -87,16 +104,19 @@ class _Run:
             self._handle(result)
 
     def _handle(self, result: Result | Failure) -> None:
-        self.results.append(result)
+        self.seen += 1
         if isinstance(result, Failure):
+            self._keep(result)
             self.counts["error"] += 1
             self.show.err(f"error: {result.path}: internal error: {result.error}")
             self.show.file(result.path, "error", "internal error", 0.0, "engine")
             return
+        result = with_config_notes(result, self.batch.era)
         if result.changed and self.batch.writes:
             problem = self._write(result)
             if problem:
-                result = self.results[-1] = failed(result, problem)
+                result = failed(result, problem)
+        self._keep(result)
         self.counts[result.status] += 1
         self.answered[result.how] += 1
         for diagnostic in result.diagnostics:
@@ -110,6 +130,15 @@ class _Run:
             self.show.err(
                 f"  inserted code of {result.path}: {width_note(self.batch.options.line_length, result.original)}"
             )
+
+    def _keep(self, result: Result | Failure) -> None:
+        """The file's report entry, when there is a report; the texts are dropped with the result."""
+        if self.batch.report is None:
+            return
+        if isinstance(result, Result):
+            self.entries.append(result.to_json())
+        else:
+            self.entries.append({"path": result.path, "status": "error", "error": result.error})
 
     def write_report(self, seconds: float, interrupted: Interrupted | None) -> bool:
         """Write the JSON report; False (and an error said) when it cannot be written (a full disk...)."""
@@ -128,10 +157,7 @@ class _Run:
         payload = {"era": batch.era, "tier": batch.tier, "seconds": round(seconds, 2), "counts": self.counts}
         if interrupted is not None:
             payload["interrupted"] = str(interrupted)
-        payload["files"] = [
-            r.to_json() if isinstance(r, Result) else {"path": r.path, "status": "error", "error": r.error}
-            for r in sorted(self.results, key=lambda r: r.path)
-        ]
+        payload["files"] = sorted(self.entries, key=lambda entry: entry["path"])
         write_atomically(batch.report, (json.dumps(payload, indent=2) + "\n").encode("utf-8"))
 
 
@@ -153,7 +179,7 @@ def migrate_files(files: list[Path], batch: Batch) -> int:
         except Interrupted as exc:  # the workers are gone and no write was cut short; later signals are ignored
             state.show.close()
             state.show.err(
-                f"interrupted by {exc}: stopped after {len(state.results)} of {len(files)} files; "
+                f"interrupted by {exc}: stopped after {state.seen} of {len(files)} files; "
                 f"{state.written} written, every other file unchanged"
             )
             if batch.report:

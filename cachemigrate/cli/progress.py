@@ -78,9 +78,12 @@ class Reporter:
                 sized = _width(sys.stderr) > 0
                 width = None if sized else _number("COLUMNS", 80)
                 height = None if sized else _number("LINES", 24)
+                # smoothing=0: the rate (so the ETA) is files done over time elapsed, not a moving average of the
+                # last few files, which swings by hours when a burst of files the prefilter answers at once follows
+                # files the engine took seconds on
                 self.bar = tqdm(
                     total=total, unit="file", file=sys.stderr, leave=False, dynamic_ncols=sized, ncols=width,
-                    nrows=height,
+                    nrows=height, smoothing=0,
                 )  # fmt: skip
 
     def style(self, text: str, **style) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 
-from .batch import EXIT_CHANGES, EXIT_INTERNAL, EXIT_OK, Batch, verb_of
+from .batch import EXIT_CHANGES, EXIT_INTERNAL, EXIT_OK, Batch, verb_of, with_config_notes
 from .progress import Reporter
 from ..edit.render import unified_diff
 from .runner import Failure, migrate_one
@@ -33,6 +33,7 @@ def migrate_stdin(data: bytes, name: str | None, batch: Batch, excluded: bool) -
         show.err(f"error: {path}: internal error: {result.error}")
         output, status = data, EXIT_INTERNAL
     else:
+        result = with_config_notes(result, batch.era)
         for diagnostic in result.diagnostics:
             show.err(str(diagnostic))
         output = result.encoded() if result.changed else data

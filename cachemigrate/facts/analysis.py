@@ -38,6 +38,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from ..views.patterns import code_of
 from .model import ClassInfo, FunctionInfo, ModuleInfo  # noqa: F401 (re-exported)
+from .consumers import consumers
 from .roles import assign_roles
 from ..traverse import findall, parents, walk
 from .uses import (  # noqa: F401 (re-exported: the use kinds and their vocabulary)
@@ -215,7 +216,11 @@ def analyze(module: cst.Module, cache_names: Sequence[str], only: set[str] | Non
         walk(node.body, collector)
         info.cache_names = set(collector.names)
     roles = assign_roles(structure.classes)
-    return ModuleInfo(structure.classes, structure.functions, roles, module_globals(module))
+    unproven: list = []
+    roles["consumer"] = []
+    if not roles["attention"] and not roles["base_model"]:  # no model: functions that edit a past handed to them
+        roles["consumer"], unproven = consumers(structure.functions)
+    return ModuleInfo(structure.classes, structure.functions, roles, module_globals(module), unproven)
 
 
 def module_globals(module: cst.Module) -> set[str]:

@@ -15,7 +15,9 @@ what it computed before.
 Templates use them as filters: ``{key|key_to_cache}``, ``{key_out|key_from_cache}`` in the attention;
 ``{cache|legacy_to_cache}`` and ``{presents|cache_to_legacy}`` in the base model (the latter reads
 ``presents.to_legacy_cache()`` and gives the file's own legacy layout, and container: a list where the model
-accumulated a list).
+accumulated a list). ``{presents|layers_to_legacy}`` gives the same tuples read off ``presents.layers``
+(``layer.keys``, ``layer.values``), for runtimes without ``to_legacy_cache`` (5.x); ``legacy_to_cache`` writes no
+API at all (``DynamicCache(tuple)`` or ``from_legacy_cache`` around it is the rule's), so every era can use it.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import libcst as cst
 from .layout import TensorLayout
 
 ATTENTION_FILTERS = ("key_to_cache", "value_to_cache", "key_from_cache", "value_from_cache")
-MODEL_FILTERS = ("legacy_to_cache", "cache_to_legacy")
+MODEL_FILTERS = ("legacy_to_cache", "cache_to_legacy", "layers_to_legacy")
 FILTERS = frozenset(ATTENTION_FILTERS + MODEL_FILTERS)
 # API names the code a filter writes may use (for the check that a rule writes nothing an era's runtime lacks)
 FILTER_WRITES = {"cache_to_legacy": ("to_legacy_cache",)}
@@ -135,6 +137,9 @@ def model_filters(form: str, key: TensorLayout, value: TensorLayout, heads: str 
         def cache_to_legacy(c: str) -> str:
             return _container(f"torch.cat(layer, dim=-1) for layer in {c}.to_legacy_cache()", container)
 
+        def layers_to_legacy(c: str) -> str:
+            return _container(f"torch.cat((layer.keys, layer.values), dim=-1) for layer in {c}.layers", container)
+
     else:
         key_in, value_in = to_cache("key", key, heads), to_cache("value", value, heads)
         key_out, value_out = from_cache("key", key), from_cache("value", value)
@@ -148,7 +153,15 @@ def model_filters(form: str, key: TensorLayout, value: TensorLayout, heads: str 
                 return f"{c}.to_legacy_cache()"
             return _container(f"({key_out}, {value_out}) for key, value in {c}.to_legacy_cache()", container)
 
-    return {"legacy_to_cache": _filter(legacy_to_cache), "cache_to_legacy": _filter(cache_to_legacy)}
+        def layers_to_legacy(c: str) -> str:
+            keys, values = from_cache("layer.keys", key), from_cache("layer.values", value)
+            return _container(f"({keys}, {values}) for layer in {c}.layers", container)
+
+    return {
+        "legacy_to_cache": _filter(legacy_to_cache),
+        "cache_to_legacy": _filter(cache_to_legacy),
+        "layers_to_legacy": _filter(layers_to_legacy),
+    }
 
 
 def _container(generator: str, container: str) -> str:

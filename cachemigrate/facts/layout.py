@@ -181,13 +181,13 @@ def attention_layout(function: cst.FunctionDef, views, cache: str, scope_factory
         tracker = _Tracker(function, stmt, scope_factory())
         with _at(stmt):
             tensor = _tensor(found["new"], found["dim"], tracker, "key and value")
-        if tensor.heads is not None or tensor.seq != -2:
-            raise Unknown(f"the fused keys and values are {tensor.describe()}; only a sequence axis -2 is known")
-        if not _split_after(function, views, code_of(found["out"])):
-            raise Unknown(
-                f"`{code_of(found['out'])}` holds keys and values fused, but is never split into two equal halves "
-                "on its last axis (`key, value = key_value.split((head_dim, head_dim), dim=-1)`)"
-            )
+            if tensor.heads is not None or tensor.seq != -2:
+                raise Unknown(f"the fused keys and values are {tensor.describe()}; only a sequence axis -2 is known")
+            if not _split_after(function, views, code_of(found["out"])):
+                raise Unknown(
+                    f"`{code_of(found['out'])}` holds keys and values fused, but is never split into two equal "
+                    "halves on its last axis (`key, value = key_value.split((head_dim, head_dim), dim=-1)`)"
+                )
         layouts.add(Layout("fused", tensor, tensor))
     if len(layouts) != 1:
         raise Unknown("the attention concatenates its past in more than one layout")
@@ -244,6 +244,13 @@ def _tensor(new: cst.CSTNode, dim: cst.CSTNode, tracker: "_Tracker", what: str) 
                 "from a negative axis"
             )
         axis -= rank
+    if rank is None and axis not in (-1, -2):
+        # where the axes other than the sequence go depends on the rank (the conversion would be refused later,
+        # at no line): said here, at the concatenation
+        raise Unknown(
+            f"the rank of `{code_of(new)}` is not known, so its sequence axis {axis} cannot be moved to -2, where a "
+            "Cache keeps it (a `.view`/`.reshape` with one size per axis, or a `permute`, would show it)"
+        )
     heads = tracker.heads_of(new)
     if heads is _UNSURE:
         if rank == 3:

@@ -78,6 +78,8 @@ class ModuleInfo:
     functions: dict[str, FunctionInfo]  # every function and method by qualified name
     roles: dict[str, list[str]]  # role -> class names, in file order
     globals: set[str] = dataclasses.field(default_factory=set)  # names bound at module level
+    # (function, node, why) for a function outside a model whose cache parameter is not shown to be a past
+    unproven: list = dataclasses.field(default_factory=list)
 
     def role_of(self, class_name: str | None) -> str | None:
         for role, names in self.roles.items():

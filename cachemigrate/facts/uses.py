@@ -86,6 +86,9 @@ class _UseCollector(cst.CSTVisitor):
         # `if ... and not isinstance(x, Cache):` (or `isinstance(x, tuple)`): a branch only tuples reach
         if any(self._tuple_only(part) for part in _conjuncts(node.test)):
             self.guarded.add(node.body)
+        # `if isinstance(x, Cache): ... else: <tuple code>`: the else branch only tuples reach
+        if self._guard_test(node.test) and isinstance(node.orelse, cst.Else):
+            self.guarded.add(node.orelse)
 
     def visit_BooleanOperation(self, node: cst.BooleanOperation) -> None:
         # `a and not isinstance(x, Cache) and x[0]...`: what comes after the guard only ever reads a tuple

@@ -113,11 +113,15 @@ def _record_decoder(module, classes, seed: int, settings: dict) -> dict:
     import torch
 
     from .runtime import generation_head
+    from .seq2seq import decoder_changes
     from .tiny import tiny_config
     from .weights import initialise
 
     head = classes.head_class or generation_head(module, classes.base_class)
     config = tiny_config(classes.config_class, settings=settings)
+    for name, value in decoder_changes(classes).items():  # a Bert-style decoder keeps no cache unless told it is one
+        if name not in settings:  # as the same-version probe does (probe/context.py); the settings asked for win
+            setattr(config, name, value)
     torch.manual_seed(seed)
     model = (head or classes.base_class)(copy.deepcopy(config)).eval()
     initialise(model, seed)  # no tensor left as torch.empty: NaN on both sides compares nothing

@@ -79,6 +79,28 @@ def cache_names(era: str, root: Path = BUILTIN_RULES) -> tuple[str, ...]:
     return ()
 
 
+def config_defaults(era: str, root: Path = BUILTIN_RULES) -> tuple[dict[str, str], str]:
+    """``[removed] config_defaults`` of the era or the nearest era it extends that has them (config attributes the
+    runtime no longer sets by default, each with the default 4.x set, as source text), and the runtime range of the
+    era that says so."""
+    for name in lineage(era, root):
+        removed = _era_table(root / name / "era.toml").get("removed", {})
+        value = removed.get("config_defaults") if isinstance(removed, dict) else None
+        if isinstance(value, dict):
+            return {key: item for key, item in value.items() if isinstance(item, str)}, runtime_of(name, root)
+    return {}, ""
+
+
+def removed_imports(era: str, root: Path = BUILTIN_RULES) -> tuple[str, ...]:
+    """``[removed] imports`` of the era or the nearest era it extends that lists them."""
+    for name in lineage(era, root):
+        removed = _era_table(root / name / "era.toml").get("removed", {})
+        value = removed.get("imports") if isinstance(removed, dict) else None
+        if isinstance(value, list):
+            return tuple(item for item in value if isinstance(item, str))
+    return ()
+
+
 def era_for_version(version: str | None, root: Path = BUILTIN_RULES) -> str:
     """The era whose runtime range holds transformers ``version``; for a version outside every range, the newest
     era whose range starts below it, else the oldest. A portable target (``auto = false``) is only chosen by name,

@@ -21,6 +21,8 @@ def functions_in_scope(info: ModuleInfo, role: str, names: tuple[str, ...]) -> t
         classes = set(info.classes)
         functions = {q for q, f in info.functions.items() if f.name in names or "*" in names}
         return functions, classes
+    if role == "consumer":  # functions outside a model that edit a past (cachemigrate.facts.consumers)
+        return set(info.roles.get("consumer", [])), set()
     classes = set(info.roles.get(role, []))
     functions = {
         q

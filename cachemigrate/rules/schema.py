@@ -30,7 +30,7 @@ ENGINE_FACTS = (
     "entry_converter",
     "exit_converter",
 )
-ROLES = ("attention", "block", "base_model", "pretrained", "head", "reader", "any")
+ROLES = ("attention", "block", "base_model", "pretrained", "head", "reader", "consumer", "any")
 
 
 class RuleError(ValueError):

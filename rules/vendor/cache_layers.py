@@ -27,3 +27,14 @@ def replace_cache_layer(cache, layer_idx, keys, values):
     else:
         cache.key_cache[layer_idx] = keys
         cache.value_cache[layer_idx] = values
+
+
+def cache_layer_pairs(cache):
+    """Each layer's (keys, values) of `cache`, a Cache or a legacy tuple of pairs (vendored by cachemigrate: iterating
+    a Cache yields 3-tuples on transformers 5, and a Cache has no `layers` before 4.54); a tuple is given back as it
+    is."""
+    if hasattr(cache, "layers"):
+        return [(layer.keys, layer.values) for layer in cache.layers]
+    if hasattr(cache, "key_cache"):
+        return list(zip(cache.key_cache, cache.value_cache))
+    return cache
