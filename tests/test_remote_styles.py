@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -20,10 +21,10 @@ REMOTE = Path(__file__).resolve().parent.parent / "fixtures" / "remote"
 STYLES = sorted(p.name for p in REMOTE.iterdir() if p.is_dir())
 # measured: the styles each era migrates (the others are refused; see the tests below for why)
 MIGRATES = {
-    "4.52": {"bshd", "einops", "merged", "zipped", "fusedlist", "stacked"},
-    "4.56": {"bshd", "einops", "merged", "zipped", "fusedlist", "stacked"},
-    "5": {"bshd", "einops", "merged", "zipped", "fusedlist", "stacked"},
-    "portable": {"bshd", "einops", "merged", "zipped", "fusedlist", "stacked"},
+    "4.52": {"bshd", "einops", "merged", "zipped", "fusedlist", "stacked", "seqfirst"},
+    "4.56": {"bshd", "einops", "merged", "zipped", "fusedlist", "stacked", "seqfirst"},
+    "5": {"bshd", "einops", "merged", "zipped", "fusedlist", "stacked", "seqfirst"},
+    "portable": {"bshd", "einops", "merged", "zipped", "fusedlist", "stacked", "seqfirst"},
 }
 # the newest 5.x, where eras 5 and portable read the cache off `cache.layers` (tests marked `runtimes`)
 TF5_PYTHON = Path(os.environ.get("CACHEMIGRATE_TF5_PYTHON", "/work/venvs/tf525/bin/python"))
@@ -159,10 +160,10 @@ def test_the_migrated_model_gives_the_originals_tensors_bit_for_bit(style, era, 
 
 @pytest.mark.runtimes
 @pytest.mark.skipif(not TF5_PYTHON.is_file(), reason=f"no transformers 5.x interpreter at {TF5_PYTHON}")
-@pytest.mark.parametrize("style,era", [(s, e) for e in ("5", "portable") for s in ("bshd", "fusedlist")])
+@pytest.mark.parametrize("style,era", [(s, e) for e in ("5", "portable") for s in ("bshd", "fusedlist", "seqfirst")])
 def test_the_migrated_file_on_transformers_5_gives_the_originals_tensors_bit_for_bit(style, era, tmp_path):
     """The cross-version probe (the original on 4.51.3, the migrated file on the newest 5.x), for the layouts
-    whose tuples the model converts at its boundary (``[b, s, h, d]``, fused): a tuple in gives a tuple out in the
+    whose tuples the model converts at its boundary (``[b, s, h, d]``, ``[s, b, h, d]``, fused): a tuple in gives a tuple out in the
     original's layout and container (``DynamicCache(tuple)`` of the layers viewed in the Cache's layout, given
     back off ``cache.layers``: 5.x has no ``to_legacy_cache``), a Cache in comes back as the same object, and no
     check diverges: the largest difference between any logits or cached tensor of the two is 0 (bit for bit)."""
@@ -185,18 +186,94 @@ def test_the_migrated_file_on_transformers_5_gives_the_originals_tensors_bit_for
 # -- what is refused, and why -----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("era", ["4.56", "5"])
-def test_a_sequence_first_layer_list_is_not_called_a_wrapped_model(era):
-    """seqfirst: attention, blocks and model are all in the file (its caches are named `kv_cache`/`kv_caches`):
-    no 'wraps its model'; the blocker named is the layer-indexed list handed to each layer."""
-    code = modeling("seqfirst").read_text()
+@pytest.mark.parametrize("era", ["4.52", "4.56", "5", "portable"])
+def test_a_sequence_first_past_length_off_the_sequence_axis_is_named(era):
+    """seqfirst near-miss: the past length read off axis 1 of [s, b, h, d] (the batch), in the mask helper and in
+    the model: refused at each read, saying what the original reads and which axis holds the sequence; never
+    'wraps its model' (attention, blocks and model are all in the file)."""
+    read = "past_length = past_key_values[0][0].shape[1]"
+    code = modeling("seqfirst").read_text().replace("past_length = past_key_values[0][0].shape[0]", read)
     result = migrate(code, era, "modeling_seqfirst.py")
     assert result.status == "failed" and result.migrated == code
-    messages = [str(d) for d in result.diagnostics]
-    assert not any("wraps its model" in m for m in messages), messages
-    assert not any("no attention/block/model structure" in m for m in messages), messages
-    [indexed] = [d for d in result.diagnostics if "kv_caches[index]" in d.message]
+    assert not any("wraps its model" in d.message for d in result.diagnostics)
+    lines = [n for n, line in enumerate(code.splitlines(), 1) if read in line]
+    assert [(d.code, d.line) for d in result.diagnostics] == [("CM900", n) for n in lines]
+    for read in result.diagnostics:
+        assert "off axis 1 (the batch)" in read.message and "[s, b, h, d]" in read.message
+        assert "the sequence on axis 0" in read.message and "will not guess" in read.message
+
+
+@pytest.mark.parametrize("era", ["4.56", "5"])
+def test_a_layer_past_picked_by_an_index_that_is_not_the_layers_position_is_named(era):
+    """seqfirst near-miss: the loop runs `self._get_layer(index)`, which returns the layers in reverse, and hands it
+    `kv_caches[index]`: whether that is the past of the layer it runs (the position its attention updates in a
+    Cache) is not shown, so the file is refused at `kv_caches[index]`, saying so."""
+    code = modeling("seqfirst").read_text()
+    code = code.replace("return self.layers[layer_number]", "return self.layers[self.num_layers - 1 - layer_number]")
+    result = migrate(code, era, "modeling_seqfirst.py")
+    assert result.status == "failed" and result.migrated == code
+    [indexed] = result.diagnostics
     assert indexed.code == "CM900" and indexed.line == _line(code, "kv_cache=kv_caches[index]")
+    assert "does not show that `index` is the position of the layer it runs" in indexed.message
+    assert "wraps" not in indexed.message
+
+
+def _core_attention_as_a_function(code: str) -> str:
+    """seqfirst with its attention proper a module-level function instead of a `CoreAttention` module."""
+    start, end = code.index("class CoreAttention("), code.index("class SelfAttention(")
+    body = code[start:end].split("attention_mask):\n", 1)[1]
+    body = textwrap.indent(textwrap.dedent(body), "    ").rstrip().replace("self.norm_factor", "norm_factor")
+    function = "def core_attention(query_layer, key_layer, value_layer, attention_mask, norm_factor):\n" + body
+    code = code[:start] + function + "\n\n\n" + code[end:]
+    code = code.replace(
+        "self.core_attention = CoreAttention(config)",
+        "self.norm_factor = math.sqrt(self.hidden_size_per_attention_head)",
+    )
+    return code.replace(
+        "self.core_attention(query_layer, key_layer, value_layer, attention_mask)",
+        "core_attention(query_layer, key_layer, value_layer, attention_mask, self.norm_factor)",
+    )
+
+
+SEQFIRST_VARIANTS = {
+    "core-attention-function": _core_attention_as_a_function,
+    "enumerate-layers": lambda code: code.replace(
+        "for index in range(self.num_layers):\n            layer = self._get_layer(index)\n",
+        "for index, layer in enumerate(self.layers):\n",
+    ),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(SEQFIRST_VARIANTS))
+def test_sequence_first_variants_migrate_bit_for_bit(variant, tmp_path):
+    """seqfirst with its attention proper a module-level function, or its loop `for index, layer in
+    enumerate(self.layers)` handing `kv_caches[index]`: migrated in every era; era 4.52's file on the installed
+    transformers gives the original's logits and cached [s, b, h, d] tensors (a tuple in gives a tuple out) bit for
+    bit, and a DynamicCache passed in comes back as the same object."""
+    import torch
+    from transformers.cache_utils import DynamicCache
+
+    code = SEQFIRST_VARIANTS[variant](modeling("seqfirst").read_text())
+    assert code != modeling("seqfirst").read_text()
+    results = {era: migrate(code, era, "modeling_seqfirst.py") for era in MIGRATES}
+    assert {era: r.status for era, r in results.items()} == dict.fromkeys(MIGRATES, "migrated")
+    for name, text in (("original", code), ("migrated", results["4.52"].migrated)):
+        shutil.copytree(REMOTE / "seqfirst", tmp_path / name)
+        (tmp_path / name / "modeling_seqfirst.py").write_text(text)
+    original, new = _pair(tmp_path / "original", tmp_path / "migrated", "seqfirst")
+    ids = torch.randint(3, 99, (2, 6))
+    with torch.no_grad():
+        old_out, new_out = (m(input_ids=ids[:, :4], use_cache=True) for m in (original, new))
+        old_step = original(input_ids=ids[:, 4:5], past_key_values=old_out.past_key_values, use_cache=True)
+        new_step = new(input_ids=ids[:, 4:5], past_key_values=new_out.past_key_values, use_cache=True)
+        assert torch.equal(old_out.logits, new_out.logits) and torch.equal(old_step.logits, new_step.logits)
+        assert isinstance(new_step.past_key_values, tuple) and len(new_step.past_key_values) == 2
+        for old_layer, new_layer in zip(old_step.past_key_values, new_step.past_key_values):
+            assert new_layer[0].shape[0] == 5  # [s, b, h, d]
+            assert all(torch.equal(a, b) for a, b in zip(old_layer, new_layer))
+        cache = DynamicCache()
+        first = new(input_ids=ids[:, :4], past_key_values=cache, use_cache=True)
+        assert first.past_key_values is cache and torch.equal(first.logits, old_out.logits)
 
 
 def test_a_stacked_past_read_transposed_is_converted_at_the_attention():
@@ -406,3 +483,86 @@ def test_a_loop_over_a_reordered_past_is_refused_at_the_loop():
     [loop] = result.diagnostics
     assert loop.code == "CM900" and loop.line == _line(code, "past_key_values[::-1])):")
     assert "`past_key_values[::-1]`" in loop.message
+
+
+# -- diagnostics that said something false (issue 17, item 7) ---------------------------------------------------
+
+
+def _merged_in_the_model(heads: str) -> str:
+    """merged without its converters: the model takes and gives back [b*h, s, d] tuples, so the migrated model
+    must split batch and heads itself, with the attention's `self.num_heads` set as ``heads``."""
+    code = modeling("merged").read_text()
+    for line in (
+        "        else:\n            past_key_values = self._convert_to_rw_cache(past_key_values)\n",
+        "        if presents is not None:\n            presents = self._convert_to_standard_cache(presents, batch_size)\n",
+    ):
+        assert line in code
+        code = code.replace(line, "")
+    return code.replace("        self.num_heads = config.num_attention_heads\n", heads, 1)
+
+
+MULTI_QUERY = (
+    "        self.multi_query = config.multi_query\n"
+    "        self.num_heads = config.num_attention_heads if not self.multi_query else 1\n"
+)
+
+
+def test_heads_set_from_the_config_through_a_conditional_expression_migrate_bit_for_bit(tmp_path):
+    """`self.num_heads = config.num_attention_heads if not self.multi_query else 1`, `self.multi_query` set from
+    the config: the model splits the heads with `self.config.num_attention_heads if not self.config.multi_query
+    else 1` (it was said 'not set from the config'); era 4.52's file gives the original's logits and [b*h, s, d]
+    cached tensors bit for bit, a tuple in gives a tuple out."""
+    import torch
+
+    code = _merged_in_the_model(MULTI_QUERY)
+    result = migrate(code, "4.52", "modeling_merged.py")
+    assert result.status == "migrated", [str(d) for d in result.diagnostics]
+    assert "(-1, self.config.num_attention_heads if not self.config.multi_query else 1)" in result.migrated
+    for era in ("4.56", "5", "portable"):
+        assert migrate(code, era, "modeling_merged.py").status == "migrated"
+    models = []
+    for name, text in (("original", code), ("migrated", result.migrated)):
+        shutil.copytree(REMOTE / "merged", tmp_path / name)
+        (tmp_path / name / "modeling_merged.py").write_text(text)
+        _, config_class, head = _load(tmp_path / name, "merged")
+        torch.manual_seed(0)
+        models.append(head(config_class(multi_query=False)).eval())
+    original, new = models
+    new.load_state_dict(original.state_dict())
+    ids = torch.randint(3, 99, (2, 6))
+    with torch.no_grad():
+        old_out, new_out = (m(input_ids=ids[:, :4], use_cache=True) for m in (original, new))
+        old_step = original(input_ids=ids[:, 4:5], past_key_values=old_out.past_key_values, use_cache=True)
+        new_step = new(input_ids=ids[:, 4:5], past_key_values=new_out.past_key_values, use_cache=True)
+    assert torch.equal(old_out.logits, new_out.logits) and torch.equal(old_step.logits, new_step.logits)
+    assert isinstance(new_step.past_key_values, tuple)
+    for old_layer, new_layer in zip(old_step.past_key_values, new_step.past_key_values):
+        assert new_layer[0].dim() == 3 and all(torch.equal(a, b) for a, b in zip(old_layer, new_layer))
+
+
+def test_heads_set_from_a_call_are_named_with_what_is_not_read_off_the_config():
+    """`self.num_heads = heads_of(config)`: the reason names the call, not 'not set from the config'."""
+    code = _merged_in_the_model("        self.num_heads = heads_of(config)\n")
+    result = migrate(code, "4.56", "modeling_merged.py")
+    assert result.status == "failed" and result.migrated == code
+    [layout] = [d for d in result.diagnostics if d.code == "CM901"]
+    assert "`self.num_heads` is set from `heads_of(config)`, and `heads_of(config)` is not read off the config" in (
+        layout.message
+    )
+    assert "not set from the config" not in layout.message
+
+
+def test_a_file_stacking_its_own_layers_is_never_said_to_wrap_a_model():
+    """seqfirst with unknown cache names and its PreTrainedModel class imported from another module: attention,
+    blocks and model are in the file, so it wraps no library model (it was said to); the names are the blocker."""
+    code = modeling("seqfirst").read_text().replace("kv_caches", "layer_caches").replace("kv_cache", "layer_cache")
+    start, end = code.index("class SeqFirstPreTrainedModel("), code.index("class SeqFirstModel(")
+    code = code[:start] + code[end:]
+    config = "from .configuration_seqfirst import SeqFirstConfig\n"
+    code = code.replace(config, config + "from .pretrained_seqfirst import SeqFirstPreTrainedModel\n")
+    for era in MIGRATES:
+        result = migrate(code, era, "modeling_seqfirst.py")
+        assert result.status == "failed" and result.migrated == code
+        [diagnostic] = result.diagnostics
+        assert diagnostic.code == "CM903" and "wraps" not in diagnostic.message
+        assert "GLMTransformer holds a list of GLMBlock" in diagnostic.message

@@ -56,3 +56,35 @@ def test_an_attention_file_without_the_model_that_builds_it_is_left_unchanged(ru
     [diagnostic] = result.diagnostics
     assert diagnostic.code == "CM903" and "TinyForkAttention" in diagnostic.message
     assert "no model of the file" in diagnostic.message
+
+
+def _absolute(code: str) -> str:
+    """The remote-code folder's style: its own modules imported by their bare names."""
+    for name in ("attention", "configuration_tinyfork"):
+        code = code.replace(f"from .{name} import", f"from {name} import")
+    return code
+
+
+def test_a_sibling_imported_by_its_bare_name_is_named_as_the_relative_one_is(ruleset_452):
+    """`from attention import TinyForkAttention` beside `from configuration_tinyfork import TinyForkConfig`: the
+    same diagnostic as for `from .attention import ...` (it said the layers were handed the past under names that
+    are not cache names)."""
+    _, modeling = _split()
+    relative = _migrate(modeling, ruleset_452, "modeling_tinyfork.py").diagnostics
+    code = _absolute(modeling)
+    assert "from attention import TinyForkAttention" in code and "from .attention" not in code
+    result = _migrate(code, ruleset_452, "modeling_tinyfork.py")
+    assert result.status == "failed" and result.migrated == code
+    [diagnostic] = result.diagnostics
+    assert (diagnostic.code, diagnostic.line) == (relative[0].code, relative[0].line)
+    assert diagnostic.message == relative[0].message.replace("(from `.attention`)", "(from `attention`)")
+
+
+@pytest.mark.parametrize("library", ["transformers", "torch", "collections"])
+def test_a_class_from_a_library_imported_by_its_bare_name_is_no_sibling(ruleset_452, library):
+    """In the same folder-style file, a class imported from a library (or the standard library) is not said to be
+    defined in another module of the package."""
+    _, modeling = _split()
+    code = _absolute(modeling).replace("from attention import", f"from {library} import")
+    [diagnostic] = _migrate(code, ruleset_452, "modeling_tinyfork.py").diagnostics
+    assert "another module of its package" not in diagnostic.message

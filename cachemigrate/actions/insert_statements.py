@@ -36,6 +36,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..views.patterns import TemplateError, code_of, compile_statements, match_statements, to_python
+from ..facts.layer_loops import accessors
 from .base import Action, Planner
 from .helpers import check_holes, depth_of, filled_and_formatted
 from .moves import assigns as _assigns, move_after_block
@@ -88,13 +89,17 @@ def _mentions(expression: cst.CSTNode, code: str) -> bool:
     return any(code_of(node) == code for node in findall(expression, m.Name() | m.Attribute()))
 
 
-def _loops_over(loop: cst.For, layers: str) -> bool:
+def _loops_over(loop: cst.For, layers: str, getters: set[str] = frozenset()) -> bool:
     """``for block in self.h:`` (the iterable mentions the layers), or a loop over something else whose body reads
     ``self.h[i]`` with a loop variable: ``for i in range(n):`` (BLIP's text encoder and the Q-Formers), ``for layer,
-    past in enumerate(pasts):`` (GPTSAN)."""
+    past in enumerate(pasts):`` (GPTSAN), or takes its layer with the loop variable through a method of the class
+    that returns one (``getters``, :func:`cachemigrate.facts.layer_loops.accessors`: ``self._get_layer(i)``)."""
     if _mentions(loop.iter, layers):
         return True
     indices = {node.value for node in findall(loop.target, m.Name())}  # `i`, or `layer` of `layer, past`
+    for node in findall(loop.body, m.Call()):
+        if code_of(node.func) in getters and any(_reads(a.value, i) for a in node.args for i in indices):
+            return True
     for node in findall(loop.body, m.Subscript()):
         if code_of(node.value) == layers and len(node.slice) == 1:
             part = node.slice[0].slice
@@ -253,8 +258,10 @@ class _Planner(Planner):
             return max(max(assigning, default=start - 1) + 1, start)
         if anchor == "after_loop":
             layers = bound.get("layers")
+            cls = self.ctx.info.classes.get(self.current_class or "")
+            getters = accessors(cls, layers, positional=False) if cls is not None and layers else set()
             for index, stmt in enumerate(body):
-                if isinstance(stmt, cst.For) and layers and _loops_over(stmt, layers):
+                if isinstance(stmt, cst.For) and layers and _loops_over(stmt, layers, getters):
                     return index + 1
             return None
         cache = bound["cache"]

@@ -52,6 +52,14 @@ def _groups_alike(new: cst.BaseExpression, parent: cst.CSTNode) -> bool:
     return type(new.operator) is type(parent.operator) or isinstance(parent.operator, cst.Or)
 
 
+def _handed_on(node: cst.CSTNode, stack: list) -> bool:
+    """``node`` is a call's argument or the value of an assignment, as it is."""
+    parent = stack[-2] if len(stack) > 1 else None
+    if isinstance(parent, cst.Arg):
+        return parent.value is node
+    return isinstance(parent, (cst.Assign, cst.AnnAssign)) and parent.value is node
+
+
 class ReplaceExpression(Action):
     name = "replace_expression"
     PARAMS = {
@@ -65,6 +73,12 @@ class ReplaceExpression(Action):
             "(e.g. a past length read before the cache is updated)",
         ),
         "inside_if": INSIDE_IF,
+        "only_handed_on": (
+            bool,
+            False,
+            "rewrite a match only where it is handed on as it is: a call's argument, or the value of an assignment "
+            "(not an operand: `past[i] if past else ()` keeps its tuple fallback, and its use is reported)",
+        ),
     }
 
     @classmethod
@@ -151,6 +165,8 @@ class _Planner(Planner):
         if type(view).__name__ not in action.types:
             return True
         if not action.scope.holds(self.stack, self.view, bound):
+            return True
+        if action.rule.params.get("only_handed_on") and not _handed_on(node, self.stack):
             return True
         for pattern in action.patterns:
             captures = match_expression(pattern, view, bound)

@@ -28,10 +28,11 @@ import libcst.matchers as m
 from .analysis import ModuleInfo
 from .uses import CACHE_GUARD
 from .conversions import Unconvertible, attention_filters, model_filters
+from .config_code import NotFromConfig, model_code
 from .converters import Converter, converter_calls, find_converters
 from .layout import Layout, TensorLayout, Unknown, attention_layout
 from ..views.patterns import code_of
-from ..views.ranks import RankScope
+from ..views.ranks import RankScope, int_literal
 from ..traverse import findall
 
 
@@ -54,6 +55,10 @@ def file_layout(info: ModuleInfo, views, presents: str | None) -> FileLayout:
     result.predicates["?converter"] = lambda node: code_of(node) in calls
     # a test that does not already ask whether something is a Cache (a rule that adds that test stays idempotent)
     result.predicates["?no_cache_check"] = lambda node: not findall(node, CACHE_GUARD)
+    # the sequence axis of the keys the model is handed: the boundary's, or a Cache's own where it is not known
+    result.predicates["?sequence_axis"] = lambda node: int_literal(node) == int(
+        result.facts.get("boundary_key_seq", "-2")
+    )
     try:
         inside = _inside(info, views)
         boundary, entry, exit_ = _boundary(info, inside, result.converters)
@@ -152,36 +157,21 @@ def _model_heads(info: ModuleInfo, boundary: Layout) -> str | None:
     if len(heads) > 1:
         raise Unknown("keys and values merge batch with different head counts")
     code = heads.pop()
+    reasons = []
     for name in info.roles["attention"]:
         init = info.classes[name].methods.get("__init__")
-        found = _config_attribute(init.node, code) if init is not None else None
-        if found:
-            return found
+        if init is None:
+            continue
+        try:
+            return model_code(init.node, code)
+        except NotFromConfig as exc:
+            reasons.append(str(exc))
+    why = reasons[0] if reasons else f"no attention has an `__init__` that sets `{code}`"
     raise Unknown(
-        f"the legacy cache merges batch and heads, and the model must split them, but `{code}` is not set from the "
-        "config in the attention's `__init__`"
+        f"the legacy cache merges batch and heads, and the model must split them with the attention's `{code}` read "
+        f"off the config, but {why} (the model can read `config.<name>`, numbers, and attributes set from them, with "
+        "operators and `a if c else b`)"
     )
-
-
-def _config_attribute(init: cst.FunctionDef, code: str) -> str | None:
-    params = [p.name.value for p in init.params.params if p.name.value != "self"]
-    if not params or not code.startswith("self.") or "." in code[len("self.") :]:
-        return None
-    config = params[0]
-    assigns = [
-        s.body[0]
-        for s in init.body.body
-        if m.matches(s, m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(m.Attribute())])]))
-        and code_of(s.body[0].targets[0].target) == code
-    ]
-    every = [a for a in findall(init, m.AssignTarget(m.Attribute())) if code_of(a.target) == code]
-    if len(assigns) != 1 or len(every) != 1:
-        return None
-    value = assigns[0].value
-    chain = code_of(value)
-    if isinstance(value, cst.Attribute) and chain.startswith(f"{config}.") and "(" not in chain:
-        return "self.config." + chain[len(config) + 1 :]
-    return None
 
 
 def _container(info: ModuleInfo, presents: str | None) -> str:

@@ -5,6 +5,8 @@ once per construct, in the user's terms, instead of the generic "no rule rewrite
 * a local that holds the past handed in or a past the function builds itself as tuples (GPTSAN's ``spout``);
 * a loop over the past itself, layer by layer (``for layer, past in enumerate(past_key_values)``);
 * the past length (``past[0].shape[2]``) read after the past was concatenated onto the step's keys.
+* the past picked by a loop's index (``kv_caches[index]``) where the loop does not show that the index is the
+  position of the layer it runs (:mod:`cachemigrate.facts.layer_loops`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import re
 import libcst as cst
 import libcst.matchers as m
 
+from .layer_loops import layer_indices
 from ..views.expressions import CONCATENATE
 from ..views.patterns import code_of
 from ..traverse import findall
@@ -48,8 +51,8 @@ def construct_key(fn, use, node, middle: set[cst.CSTNode]) -> str:
     return use.statement
 
 
-def explain(fn, use, node, middle: set[cst.CSTNode], where: str, idioms: list[str], locate) -> str | None:
-    """The message for a construct whose reason is known, or None."""
+def explain(fn, use, node, middle: set[cst.CSTNode], where: str, idioms: list[str], locate, info=None) -> str | None:
+    """The message for a construct whose reason is known, or None (``info``: the file's facts, where known)."""
     function = use.function
     if node is not None and node in middle:
         return (
@@ -77,6 +80,17 @@ def explain(fn, use, node, middle: set[cst.CSTNode], where: str, idioms: list[st
             "above the update; the file was left unchanged. Migrate it by hand: read "
             "`cache.get_seq_length(self.layer_idx)` before the update and use that value here"
         )
+    index = _loop_index_of(fn, node)
+    if use.kind == "legacy" and index is not None and not _is_layer_position(fn, index, info):
+        return (
+            f"{function} picks a layer's past by its loop's index (`{quote_idiom(use.idiom)}`{where}), but the loop "
+            f"does not show that `{index}` is the position of the layer it runs: `for {index}, layer in "
+            f"enumerate(self.layers)`, or a `for {index} in range(...)` loop taking `self.layers[{index}]` (directly "
+            f"or through a method that only returns it), with `{index}` bound by that loop alone. A Cache is updated "
+            "by each attention at its own position in the layer list, so the past picked here becomes the whole "
+            "cache only where the two agree, and cachemigrate will not guess; the file was left unchanged. Take the "
+            f"layer as `self.layers[{index}]` in the loop, then run cachemigrate again"
+        )
     if use.kind == "legacy" and ITERATES.match(use.idiom):
         return (
             f"{function} iterates `{use.variable}` layer by layer ({', '.join(idioms)}{where}): a Cache is one "
@@ -84,6 +98,33 @@ def explain(fn, use, node, middle: set[cst.CSTNode], where: str, idioms: list[st
             "the past; the file was left unchanged. Loop over the layers instead and hand each the whole cache"
         )
     return None
+
+
+def quote_idiom(idiom: str) -> str:
+    return idiom.replace("`", "'")
+
+
+def _loop_index_of(fn, node) -> str | None:
+    """The name ``i`` when ``node`` is the ``C`` of a ``C[i]`` inside a ``for`` loop that binds ``i``."""
+    if fn is None or node is None:
+        return None
+    for loop in findall(fn.node, m.For()):
+        bound = {n.value for n in findall(loop.target, m.Name())}
+        for subscript in findall(loop.body, m.Subscript()):
+            if subscript.value is node and len(subscript.slice) == 1:
+                part = subscript.slice[0].slice
+                if isinstance(part, cst.Index) and isinstance(part.value, cst.Name) and part.value.value in bound:
+                    return part.value.value
+    return None
+
+
+def _is_layer_position(fn, index: str, info) -> bool:
+    """``index`` is the position of the layer its loop runs over one of the class's layer lists (then what blocks
+    is around ``C[index]``, not the index)."""
+    cls = info.classes.get(fn.cls) if info is not None and fn.cls else None
+    if cls is None:
+        return False
+    return any(index in layer_indices(fn, cls, f"self.{attr}") for attr in cls.module_lists)
 
 
 def _built_here(fn, use) -> tuple[cst.CSTNode, str] | None:

@@ -7,7 +7,7 @@ migrate). These shapes are common in the wild, and none can be migrated from the
 - a monkeypatch (``modeling_gpt2.GPT2Attention.forward = my_forward``): the function replaces library code whose
   signature and cache changes with the release;
 - a package whose attention or blocks live in sibling modules (MPT-style ``attention.py``/``blocks.py`` imported
-  with ``from .attention import ...``): cachemigrate migrates one file at a time, and half a migration (a stack
+  with ``from .attention import ...``, or ``from attention import ...`` in a remote-code folder's style): cachemigrate migrates one file at a time, and half a migration (a stack
   that hands a Cache to an attention that indexes a tuple) would be wrong;
 - a wrapper around a model it builds with an auto class (Fuyu's ``AutoModelForCausalLM.from_config(...)``, RAG's
   generator): the cache is that model's, migrated in that model's own file;
@@ -18,6 +18,8 @@ migrate). These shapes are common in the wild, and none can be migrated from the
 """
 
 from __future__ import annotations
+
+import sys
 
 import libcst as cst
 import libcst.matchers as m
@@ -56,14 +58,44 @@ def _patched_attribute(module: cst.Module, function: str) -> str | None:
     return None
 
 
-def _sibling_classes(module: cst.Module) -> list[tuple[str, str]]:
-    """(name, ``.module``) of each class-like name imported from a sibling module (one dot: the file's own
-    package; ``...modeling_utils`` in a transformers model is the library) and called in the file."""
-    imported = {}
-    for node in findall(module, m.ImportFrom(relative=[m.Dot()])):
+# Absolute imports of a remote-code folder's own modules: the folder's companions are named by transformers'
+# conventions (`configuration_x.py` beside `modeling_x.py`); no library is named so.
+_COMPANION = ("configuration_", "modeling_", "tokenization_", "processing_", "image_processing_")
+# Top-level packages remote modeling code imports absolutely that are libraries, not modules of its folder.
+LIBRARIES = frozenset(
+    {"transformers", "torch", "einops", "flash_attn", "xformers", "triton", "numpy", "accelerate", "deepspeed"}
+    | {"apex", "safetensors", "tokenizers", "sentencepiece", "timm", "torchvision", "torchaudio", "bitsandbytes"}
+    | set(getattr(sys, "stdlib_module_names", ()))
+)
+
+
+def _sibling_sources(module: cst.Module) -> dict[cst.ImportFrom, str]:
+    """Each ``from <sibling> import ...`` of the module, with the sibling as written: relative with one dot (the
+    file's own package; ``...modeling_utils`` in a transformers model is the library), or absolute in a
+    remote-code folder's style, where the file imports a companion module absolutely (``from configuration_x
+    import XConfig``: the folder's modules are imported by their bare names), for a one-word module that is no
+    library (:data:`LIBRARIES`)."""
+    found = {}
+    absolute = []
+    for node in findall(module, m.ImportFrom()):
         if isinstance(node.names, cst.ImportStar):
             continue
-        source = "." + (module.code_for_node(node.module) if node.module else "")
+        if m.matches(node, m.ImportFrom(relative=[m.Dot()])):
+            found[node] = "." + (module.code_for_node(node.module) if node.module else "")
+        elif not node.relative and isinstance(node.module, cst.Name):
+            absolute.append(node)
+    if any(node.module.value.startswith(_COMPANION) for node in absolute):
+        for node in absolute:
+            if node.module.value not in LIBRARIES:
+                found[node] = node.module.value
+    return found
+
+
+def _sibling_classes(module: cst.Module) -> list[tuple[str, str]]:
+    """(name, module as written) of each class-like name imported from a sibling module (:func:`_sibling_sources`)
+    and called in the file."""
+    imported = {}
+    for node, source in _sibling_sources(module).items():
         for alias in node.names:
             name = module.code_for_node(alias.asname.name if alias.asname else alias.name)
             if name[:1].isupper() and not name.endswith(("Config", "Output", "OutputWithPast")):
@@ -109,7 +141,9 @@ def explain(module: cst.Module, info: ModuleInfo, use: CacheUse) -> str | None:
     """What the tuple use ``use`` belongs to, when it is one of the shapes above; None otherwise."""
     owner = use.function.split(".", 1)[0]
     cls = info.classes.get(owner)
-    if cls is not None and "." in use.function:
+    # a file that stacks layers of its own wraps no model, whatever its classes derive from
+    stack = _own_stack(info)
+    if cls is not None and "." in use.function and stack is None:
         base = _library_base(cls.bases, info.classes)
         if base:
             return (
@@ -135,7 +169,7 @@ def explain(module: cst.Module, info: ModuleInfo, use: CacheUse) -> str | None:
             "migrates tuple KV caches only; port this cache by hand (an `EncoderDecoderCache` holds the self- and "
             "cross-attention keys and values per layer), or keep the model on its dicts"
         )
-    auto = _auto_models(module)
+    auto = _auto_models(module) if stack is None else []
     if auto:
         named = " or ".join(f"`{name}`" for name in auto[:3])
         return (
@@ -152,7 +186,6 @@ def explain(module: cst.Module, info: ModuleInfo, use: CacheUse) -> str | None:
             "would hand a Cache to code that indexes a tuple): move those classes into this file and run it again, "
             "or port the package by hand"
         )
-    stack = _own_stack(info)
     if stack and not info.roles["base_model"]:
         model, block = stack
         return (

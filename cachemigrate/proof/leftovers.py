@@ -135,7 +135,7 @@ def leftover_diagnostics(
         excerpt = source_line(locate.code, line)
         where = f" in `{excerpt}`" if excerpt else ""
         known = explain(
-            before.functions.get(function), first, node, middle.get(function, set()), where, idioms, locate
+            before.functions.get(function), first, node, middle.get(function, set()), where, idioms, locate, before
         )
         if known is not None:
             result.append(Diagnostic(path, line, column, codes.UNKNOWN_IDIOM, known))

@@ -9,6 +9,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..facts.analysis import ModuleInfo
+from ..facts.layer_loops import layer_indices
 from ..views.patterns import compile_statements, match_statements
 from .schema import Era
 from ..traverse import findall
@@ -83,6 +84,12 @@ def bound_holes(
         for attr, block in cls.module_lists.items():
             if block in info.roles["block"]:
                 layers[name] = f"self.{attr}"
+    # `{i|layer_index}`: a name that is the position of the layer its loop runs (facts/layer_loops.py)
+    indices = {
+        fn.qualname: frozenset(layer_indices(fn, info.classes[name], attr))
+        for name, attr in layers.items()
+        for fn in info.classes[name].methods.values()
+    }
 
     def bound(qualname: str | None) -> dict[str, str]:
         values = dict(facts)
@@ -95,6 +102,8 @@ def bound_holes(
             values.update({f"arg{i}": name for i, name in enumerate(arguments)})
         if fn is not None and fn.cls in layers:
             values["layers"] = layers[fn.cls]
+        names = indices.get(qualname, frozenset())
+        values["?layer_index"] = lambda node: isinstance(node, cst.Name) and node.value in names
         return values
 
     return bound
