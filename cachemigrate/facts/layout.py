@@ -128,7 +128,7 @@ def attention_layout(function: cst.FunctionDef, views, cache: str, scope_factory
             stored = None
             if any(swaps):
                 stored = Layout("pair", _through(key, swaps[0], "key"), _through(value, swaps[1], "value"))
-        layouts.add(Layout("pair", key, value, stored))
+        layouts.add(Layout("pair", key, value, stored=stored))
     for found, stmt, block in fused:
         tracker = _Tracker(function, stmt, scope_factory())
         with _at(stmt):
