@@ -54,6 +54,9 @@ def _arguments(argv):
     parser.add_argument("--only", nargs="*", help="model folder names to keep (e.g. bart whisper)")
     parser.add_argument("--first", nargs="*", default=[], help="model folder names to census before the others")
     parser.add_argument("--tier", default="dynamic", choices=("dynamic", "static", "upstream"))
+    parser.add_argument(
+        "--fix-past-hook", action="store_true", help="as `cachemigrate migrate --fix-past-hook` (pre-4.26 `past=` hooks)"
+    )
     parser.add_argument("--line-length", type=int, default=119, help="transformers' own line length")
     return parser.parse_args(argv)
 
@@ -235,7 +238,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             sys.stdout.write(report)
 
-    states = {era: (load_ruleset(era), Options(tier=args.tier, line_length=args.line_length)) for era in eras}
+    options = Options(tier=args.tier, line_length=args.line_length, fix_past_hook=args.fix_past_hook)
+    states = {era: (load_ruleset(era), options) for era in eras}
     for version, files in sources:
         started = time.perf_counter()
         for file in files:
