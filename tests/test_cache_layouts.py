@@ -276,6 +276,7 @@ def test_a_past_read_through_a_swap_of_axes_is_stored_with_them_swapped_back():
         "value_seq": "-2",
         "boundary_key_seq": "-2",
         "stored_key_seq": "-2",
+        "past_projection": "inline",
     }
 
 
