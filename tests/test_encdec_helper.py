@@ -140,6 +140,7 @@ def _models(tmp_path):
 
     import torch
 
+    from cachemigrate.probe import unload_module
     from cachemigrate.probe.loading import load_modeling_module
 
     migrated = tmp_path / "projhelper"
@@ -149,8 +150,11 @@ def _models(tmp_path):
     pair = []
     for folder in (FOLDER, migrated):
         module = load_modeling_module(folder / MODELING.name)
-        torch.manual_seed(0)
-        pair.append(module.HelperForConditionalGeneration(module.ProjHelperConfig()).eval())
+        try:
+            torch.manual_seed(0)
+            pair.append(module.HelperForConditionalGeneration(module.ProjHelperConfig()).eval())
+        finally:
+            unload_module(module)  # no probe module left for the tests after this one
     pair[1].load_state_dict(pair[0].state_dict())
     return pair
 

@@ -12,10 +12,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cachemigrate.engine import Options, migrate_source
+from cachemigrate.rules.eras import cache_names
 from cachemigrate.source.prefilter import nothing_to_migrate
 
 REPO = Path(__file__).resolve().parent.parent
-NAMES = ("layer_past", "past_key_value", "past_key_values", "past")
+NAMES = cache_names("4.52")  # what the command line hands the prefilter for era 4.52
 OPTIONS = Options(line_length=119)
 
 # (statement in a function whose parameter is `past_key_values`, what the prefilter must say)
