@@ -32,6 +32,18 @@ def _own_result_cache(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("CACHEMIGRATE_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
 
 
+@pytest.fixture(autouse=True)
+def _no_probe_modules_left_behind():
+    """A test that loads a modeling file as the probe does (``load_modeling_module``) and keeps its models has the
+    modules in ``sys.modules`` until it ends: they are unloaded after it, so that the probe tests that check the
+    probe leaves none behind see only their own."""
+    yield
+    import sys
+
+    for name in [name for name in sys.modules if "_cm_" in name]:  # the probe's private names
+        del sys.modules[name]
+
+
 def summary_of(stderr: str) -> dict[str, int]:
     """The rows of migrate's closing summary table: {"would migrate": 1, "nothing to migrate": 3, ...}."""
     import re
