@@ -28,6 +28,8 @@ import ast
 from pathlib import Path
 
 from ..diagnostics import COMPANION_REMOVED, CONFIG_DEFAULT, Diagnostic
+from ..rules.eras import removed_entry
+
 BASES = {"PretrainedConfig", "PreTrainedConfig"}
 
 
@@ -154,23 +156,21 @@ def removed_in_companion(path: str, line: int, companion: Path, tree: ast.Module
     """CM912: the first import of the companion module that the era's runtime removed (``module`` or
     ``module:Name`` entries, relative to transformers), said at the modeling file's import of the config (``line``)."""
     for module, name, node in _transformers_imports(tree):
-        for entry in removed:
-            gone, _, gone_name = entry.partition(":")
-            if (module == gone or module.startswith(gone + ".")) and (not gone_name or gone_name == name):
-                what = f"`transformers.{module}`" + (f" (`{name}`)" if name else "")
-                return [
-                    Diagnostic(
-                        path,
-                        line,
-                        1,
-                        COMPANION_REMOVED,
-                        f"note: {companion.name}:{node.lineno}, the module this file takes its config from, imports "
-                        f"{what}, which transformers {_releases(runtime)} no longer has (era {era} runs there), so "
-                        "the package will not import there. Remove what uses it from that module (an ONNX export "
-                        "config is not needed to run the model), or guard the import with `try: ... except "
-                        "ImportError:`",
-                    )
-                ]
+        if removed_entry(module, name, removed) is not None:
+            what = f"`transformers.{module}`" + (f" (`{name}`)" if name else "")
+            return [
+                Diagnostic(
+                    path,
+                    line,
+                    1,
+                    COMPANION_REMOVED,
+                    f"note: {companion.name}:{node.lineno}, the module this file takes its config from, imports "
+                    f"{what}, which transformers {_releases(runtime)} no longer has (era {era} runs there), so "
+                    "the package will not import there. Remove what uses it from that module (an ONNX export "
+                    "config is not needed to run the model), or guard the import with `try: ... except "
+                    "ImportError:`",
+                )
+            ]
     return []
 
 

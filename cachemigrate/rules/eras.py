@@ -101,6 +101,17 @@ def removed_imports(era: str, root: Path = BUILTIN_RULES) -> tuple[str, ...]:
     return ()
 
 
+def removed_entry(source: str, name: str, removed: tuple[str, ...]) -> str | None:
+    """The ``[removed] imports`` entry (``module`` or ``module:Name``, relative to transformers) that an import of
+    ``name`` (or of the module itself: "") from ``source`` falls under, else None."""
+    for entry in removed:
+        gone, _, gone_name = entry.partition(":")
+        if source == gone or source.startswith(gone + "."):
+            if not gone_name or gone_name == name:
+                return entry
+    return None
+
+
 def era_for_version(version: str | None, root: Path = BUILTIN_RULES) -> str:
     """The era whose runtime range holds transformers ``version``; for a version outside every range, the newest
     era whose range starts below it, else the oldest. A portable target (``auto = false``) is only chosen by name,

@@ -10,6 +10,7 @@ import libcst.matchers as m
 
 from .. import diagnostics as codes
 from ..diagnostics import Diagnostic
+from .eras import removed_entry
 from .schema import Era
 from ..traverse import findall
 
@@ -49,15 +50,6 @@ def imported(module: cst.Module) -> list[tuple[str, str, cst.CSTNode]]:
     return found
 
 
-def _is_removed(source: str, name: str, removed: tuple[str, ...]) -> str | None:
-    for entry in removed:
-        gone, _, gone_name = entry.partition(":")
-        if source == gone or source.startswith(gone + "."):
-            if not gone_name or gone_name == name:
-                return entry
-    return None
-
-
 def _defined_methods(module: cst.Module) -> set[str]:
     return {
         member.name.value
@@ -77,7 +69,7 @@ def removed_uses(original: cst.Module, migrated: cst.Module, era: Era, path: str
     originals = {(source, name): node for source, name, node in imported(original)}
     result = []
     for source, name, node in imported(migrated):
-        entry = _is_removed(source, name, removed.imports)
+        entry = removed_entry(source, name, removed.imports)
         if entry is None:
             continue
         where = originals.get((source, name))
