@@ -317,7 +317,8 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
     )
     if consumer_file and before.unproven:
         return done("failed", diags=unproven_diagnostics(before.unproven, path, locate))
-    if not consumer_file and not before.roles["attention"] and not before.roles["base_model"]:
+    over_library = bool(before.library_heads)  # heads over a library model: what they own migrates (facts/heads.py)
+    if not consumer_file and not over_library and not before.roles["attention"] and not before.roles["base_model"]:
         first = before.legacy_uses()[0]
         line, column = locate(first.node)
         idiom, excerpt = quote(first.idiom), source_line(code, line)
@@ -341,7 +342,7 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
                 )
             ],
         )
-    if not consumer_file and not before.roles["base_model"]:
+    if not consumer_file and not over_library and not before.roles["base_model"]:
         return done("failed", diags=[_no_model(before, path, locate)])
     hooks = past_hook_diagnostics(before, path, locate)
     if hooks and options.fix_past_hook:

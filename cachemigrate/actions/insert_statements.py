@@ -36,13 +36,22 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..views.patterns import TemplateError, code_of, compile_statements, match_statements, to_python
+from ..facts.heads import head_of
 from ..facts.layer_loops import accessors
 from .base import Action, Planner
 from .helpers import check_holes, depth_of, filled_and_formatted
 from .moves import assigns as _assigns, move_after_block
 from ..traverse import findall
 
-ANCHORS = ("function_start", "before_first_use", "after_loop", "after_last_assignment", "before_first_tuple_use")
+# `after_handoff`: after the statement of a head that hands the past to its library model (facts/heads.py)
+ANCHORS = (
+    "function_start",
+    "before_first_use",
+    "after_loop",
+    "after_last_assignment",
+    "before_first_tuple_use",
+    "after_handoff",
+)
 
 
 def _late_assignment(stmt: cst.CSTNode, name: str, cache: str, first_read: str, locate) -> tuple:
@@ -256,6 +265,9 @@ class _Planner(Planner):
             )
             assigning = [i for i, s in enumerate(body[:loop]) if any(_assigns(s, n) for n in names)]
             return max(max(assigning, default=start - 1) + 1, start)
+        if anchor == "after_handoff":
+            head = head_of(self.ctx.info, self.current_class)
+            return head.handoff + 1 if head is not None and head.outputs else None
         if anchor == "after_loop":
             layers = bound.get("layers")
             cls = self.ctx.info.classes.get(self.current_class or "")

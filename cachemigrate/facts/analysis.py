@@ -40,6 +40,7 @@ from ..views.patterns import code_of
 from .model import ClassInfo, FunctionInfo, ModuleInfo  # noqa: F401 (re-exported)
 from .consumers import consumers
 from .roles import assign_roles
+from .heads import library_heads
 from ..traverse import findall, parents, walk
 from .uses import (  # noqa: F401 (re-exported: the use kinds and their vocabulary)
     CACHE_ONLY_ATTRIBUTES,
@@ -273,7 +274,10 @@ def analyze(module: cst.Module, cache_names: Sequence[str], only: set[str] | Non
     roles["consumer"] = []
     if not roles["attention"] and not roles["base_model"]:  # no model: functions that edit a past handed to them
         roles["consumer"], unproven = consumers(structure.functions)
-    return ModuleInfo(structure.classes, structure.functions, roles, module_globals(module), unproven)
+    over = library_heads(module, structure.classes) if not roles["attention"] and not roles["base_model"] else []
+    roles["head"] += [head.name for head in over if head.name not in roles["head"]]
+    roles["library_head"] = [head.name for head in over]
+    return ModuleInfo(structure.classes, structure.functions, roles, module_globals(module), unproven, over)
 
 
 def module_globals(module: cst.Module) -> set[str]:

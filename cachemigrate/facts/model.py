@@ -83,6 +83,8 @@ class ModuleInfo:
     globals: set[str] = dataclasses.field(default_factory=set)  # names bound at module level
     # (function, node, why) for a function outside a model whose cache parameter is not shown to be a past
     unproven: list = dataclasses.field(default_factory=list)
+    # heads over a model of the installed transformers (facts/heads.py), where the file has no model of its own
+    library_heads: list = dataclasses.field(default_factory=list)
 
     def role_of(self, class_name: str | None) -> str | None:
         for role, names in self.roles.items():

@@ -267,12 +267,14 @@ def generate_beam(r: Replay) -> str:
 
 
 def generate_static(r: Replay) -> str:
-    """``cache_implementation="static"`` gives the original's greedy tokens (when the migrated model claims the
-    static tier: ``_supports_static_cache`` or ``_can_compile_fullgraph``)."""
+    """``cache_implementation="static"`` gives the original's greedy tokens (when the migrated file claims the
+    static tier: ``_supports_static_cache`` or ``_can_compile_fullgraph`` set by a class of its own; a head over a
+    library model inherits the library model's claim, not the file's)."""
     r.needs_head()
     cls = type(r.model)
-    if not (getattr(cls, "_supports_static_cache", False) or getattr(cls, "_can_compile_fullgraph", False)):
-        raise CheckSkipped("the migrated model does not claim the static tier")
+    own = [k for k in cls.__mro__ if k.__module__ == cls.__module__]
+    if not any(vars(k).get("_supports_static_cache") or vars(k).get("_can_compile_fullgraph") for k in own):
+        raise CheckSkipped("the migrated file does not claim the static tier")
     r.tokens("greedy", r.prompt["input_ids"], cache_implementation="static")
     return "tokens identical with a StaticCache"
 

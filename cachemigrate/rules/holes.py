@@ -9,6 +9,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..facts.analysis import ModuleInfo
+from ..facts.heads import head_of
 from ..facts.layer_loops import layer_indices
 from ..views.patterns import compile_statements, match_statements
 from .schema import Era
@@ -102,6 +103,9 @@ def bound_holes(
             values.update({f"arg{i}": name for i, name in enumerate(arguments)})
         if fn is not None and fn.cls in layers:
             values["layers"] = layers[fn.cls]
+        head = head_of(info, fn.cls) if fn is not None and fn.name == "forward" else None
+        if head is not None and head.outputs:  # `{outputs}`: what a head binds its library model's outputs to
+            values["outputs"] = head.outputs
         names = indices.get(qualname, frozenset())
         values["?layer_index"] = lambda node: isinstance(node, cst.Name) and node.value in names
         return values

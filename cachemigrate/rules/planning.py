@@ -151,7 +151,12 @@ def _planned(
 
 # what a rule matches (its holes capture there), not what it writes
 _MATCHED_PARAMS = frozenset({"pattern", "patterns", "only_before", "old", "inside_if", "moves"})
-_HOLE_WORDS = {"cache": "a cache parameter", "layers": "a list of blocks (`self.<name> = nn.ModuleList(...)`)"}
+_HOLE_WORDS = {
+    "cache": "a cache parameter",
+    "layers": "a list of blocks (`self.<name> = nn.ModuleList(...)`)",
+    "outputs": "a statement of its own body binding what its library model returns to a name "
+    "(`outputs = self.transformer(...)`)",
+}
 
 
 def _texts(values) -> list[str]:
@@ -170,7 +175,7 @@ def _lacking_holes(rule: Rule, functions: set[str], bound) -> dict[str, list[str
         hole
         for text in written
         for hole in holes(text)
-        if (hole in ("cache", "layers") or (hole.startswith("arg") and hole[3:].isdigit())) and hole not in captured
+        if (hole in ("cache", "layers", "outputs") or (hole.startswith("arg") and hole[3:].isdigit())) and hole not in captured
     }
     lacking = {}
     for qualname in sorted(functions):

@@ -32,7 +32,7 @@ ENGINE_FACTS = (
     "exit_converter",
     "past_projection",
 )
-ROLES = ("attention", "block", "base_model", "pretrained", "head", "reader", "consumer", "any")
+ROLES = ("attention", "block", "base_model", "pretrained", "head", "library_head", "reader", "consumer", "any")
 
 
 class RuleError(ValueError):
@@ -200,4 +200,4 @@ def read_toml(path: Path) -> dict:
 def bound_names(era: Era) -> frozenset[str]:
     """Holes a rule of ``era`` may use unbound by its pattern: the cache, the layer list, facts, arguments."""
     facts = (*(f.name for f in era.facts), *ENGINE_FACTS)
-    return frozenset({"cache", "layers", *facts, *(f"arg{i}" for i in range(10))})
+    return frozenset({"cache", "layers", "outputs", *facts, *(f"arg{i}" for i in range(10))})

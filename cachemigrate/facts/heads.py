@@ -1,0 +1,113 @@
+"""Heads over library models: a ``PreTrainedModel`` subclass that builds a model of the installed transformers in
+its ``__init__`` (``self.transformer = GPT2Model(config)``, the class known from its import) and hands it the past
+(TTS inference heads, draft and reasoning heads). The file has no attention, block or model of its own: the cache is
+the library model's, made and updated by it. What the head owns is migrated (its presence tests, ``_reorder_cache``,
+``GenerationMixin``, the past handed on); what it hands the library model is whatever that release's model takes.
+
+:func:`library_heads` finds them, by what the file imports and builds, never by a model's name:
+
+- the class derives, directly or through classes of the file, from a ``*PreTrainedModel`` the file imports from
+  ``transformers`` (the library's ``PreTrainedModel`` itself counts);
+- its ``__init__`` builds ``self.<attr> = X(...)`` with ``X`` imported from ``transformers``, a model class
+  (``X`` ends in ``Model``, not ``PreTrainedModel``);
+- its ``forward`` hands a cache variable to ``self.<attr>(...)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import libcst as cst
+import libcst.matchers as m
+
+from .model import ClassInfo
+from ..traverse import findall
+
+
+@dataclasses.dataclass(frozen=True)
+class LibraryHead:
+    """A head of the file over a model of the installed transformers."""
+
+    name: str  # the head class
+    attribute: str  # ``self.<attribute>`` holds the library model
+    model: str  # the library model's class, as the file names it (``GPT2Model``)
+    module: str  # the module it is imported from (``transformers``, ``transformers.models.gpt2.modeling_gpt2``)
+    # the forward's statement that hands the past to the library model: its index in the forward's body, and the
+    # name it binds the model's outputs to (``outputs = self.transformer(...)``; None for any other statement)
+    handoff: int | None = None
+    outputs: str | None = None
+
+
+def transformers_imports(module: cst.Module) -> dict[str, str]:
+    """Names bound by ``from transformers[.x] import Name [as alias]`` at the top of the module: name -> module."""
+    found: dict[str, str] = {}
+    for stmt in module.body:
+        for node in findall(stmt, m.ImportFrom()):
+            if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
+                continue
+            source = module.code_for_node(node.module)
+            if source != "transformers" and not source.startswith("transformers."):
+                continue
+            for alias in node.names:
+                bound = alias.asname.name if alias.asname else alias.name
+                found[module.code_for_node(bound)] = source
+    return found
+
+
+def _library_pretrained(cls: ClassInfo, classes: dict[str, ClassInfo], imported: dict[str, str]) -> bool:
+    """The class derives from a ``*PreTrainedModel`` imported from transformers, directly or through file classes."""
+    seen: set[str] = set()
+    todo = list(cls.bases)
+    while todo:
+        base = todo.pop()
+        if base in seen:
+            continue
+        seen.add(base)
+        if base in classes:
+            todo.extend(classes[base].bases)
+        elif base in imported and base.endswith("PreTrainedModel"):
+            return True
+    return False
+
+
+def _library_model(cls: ClassInfo, imported: dict[str, str]) -> tuple[str, str] | None:
+    """(attribute, class) of the first library model the class builds and its forward hands a past."""
+    forward = cls.methods.get("forward")
+    if forward is None or not forward.cache_params:
+        return None
+    handed = forward.passes_to_self_attr()
+    for attribute, built in cls.submodules.items():
+        if built in imported and built.endswith("Model") and not built.endswith("PreTrainedModel"):
+            if f"self.{attribute}" in handed:
+                return attribute, built
+    return None
+
+
+def library_heads(module: cst.Module, classes: dict[str, ClassInfo]) -> list[LibraryHead]:
+    """The heads of the file over library models (see the module's docstring), in file order."""
+    imported = transformers_imports(module)
+    found = []
+    for cls in classes.values():
+        if not _library_pretrained(cls, classes, imported):
+            continue
+        wrapped = _library_model(cls, imported)
+        if wrapped is not None:
+            index, outputs = handoff(cls.methods["forward"].node, wrapped[0])
+            found.append(LibraryHead(cls.name, wrapped[0], wrapped[1], imported[wrapped[1]], index, outputs))
+    return found
+
+
+def handoff(function: cst.FunctionDef, attribute: str) -> tuple[int | None, str | None]:
+    """(index, name) of the first top-level statement of ``function`` that calls ``self.<attribute>(...)``, and the
+    name it binds when it is ``name = self.<attribute>(...)``."""
+    call = m.Call(func=m.Attribute(value=m.Name("self"), attr=m.Name(attribute)))
+    bound = m.SimpleStatementLine([m.Assign(targets=[m.AssignTarget(m.Name())], value=call)])
+    for index, stmt in enumerate(function.body.body):
+        if findall(stmt, call):
+            return index, stmt.body[0].targets[0].target.value if m.matches(stmt, bound) else None
+    return None, None
+
+
+def head_of(info, class_name: str | None) -> LibraryHead | None:
+    """The library head named ``class_name`` of the analysed module, if it is one."""
+    return next((head for head in info.library_heads if head.name == class_name), None)
