@@ -102,9 +102,9 @@ HEAD_OVER_LIBRARY_MODEL = textwrap.dedent("""
 
 
     class SpeechHead(GPT2PreTrainedModel):
-        def __init__(self, config):
+        def __init__(self, config, transformer: GPT2Model):
             super().__init__(config)
-            self.transformer = GPT2Model(config)
+            self.transformer = transformer  # handed in: which model takes the past is not shown
             self.out = nn.Linear(config.n_embd, config.vocab_size)
 
         def forward(self, input_ids=None, past_key_values=None, use_cache=None):
@@ -133,12 +133,15 @@ MONKEYPATCH = textwrap.dedent("""
 """)
 
 
-def test_a_head_over_an_in_library_model_is_refused_with_what_to_port_by_hand(ruleset_452):
+def test_a_head_handed_its_library_model_is_refused_with_what_is_missing(ruleset_452):
+    """A head over a model it is handed (TTS inference heads take the GPT they wrap as an argument) does not show
+    which library model takes the past: CM903, saying so (a head that builds it migrates: tests/test_heads.py)."""
     result = _migrate(HEAD_OVER_LIBRARY_MODEL, ruleset_452)
     assert result.status == "failed" and result.migrated == HEAD_OVER_LIBRARY_MODEL
     [diagnostic] = result.diagnostics
     assert diagnostic.code == "CM903"
     assert "SpeechHead subclasses `GPT2PreTrainedModel` of the installed transformers" in diagnostic.message
+    assert "hands the past to no model it builds in its `__init__`" in diagnostic.message
     assert "port `SpeechHead._reorder_cache` by hand" in diagnostic.message
     assert not any(word in diagnostic.message for word in JARGON)
 

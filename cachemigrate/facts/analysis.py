@@ -275,8 +275,9 @@ def analyze(module: cst.Module, cache_names: Sequence[str], only: set[str] | Non
     if not roles["attention"] and not roles["base_model"]:  # no model: functions that edit a past handed to them
         roles["consumer"], unproven = consumers(structure.functions)
     over = library_heads(module, structure.classes) if not roles["attention"] and not roles["base_model"] else []
-    roles["head"] += [head.name for head in over if head.name not in roles["head"]]
-    roles["library_head"] = [head.name for head in over]
+    if over:  # a head over a library model is a head, and a `library_head` (rules of its own)
+        roles["head"] += [head.name for head in over if head.name not in roles["head"]]
+        roles["library_head"] = [head.name for head in over]
     return ModuleInfo(structure.classes, structure.functions, roles, module_globals(module), unproven, over)
 
 

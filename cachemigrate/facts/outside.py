@@ -147,12 +147,14 @@ def explain(module: cst.Module, info: ModuleInfo, use: CacheUse) -> str | None:
         base = _library_base(cls.bases, info.classes)
         if base:
             return (
-                f"{owner} subclasses `{base}` of the installed transformers and wraps its model; cachemigrate "
-                "migrates models whose attention and layers are in the file, not heads over a library model. On "
-                "releases where that model takes a Cache, generate() passes this head a Cache from the first step: "
-                f'port `{use.function}` by hand (a Cache\'s truth value is not "has a past"; use '
-                "`past_key_values.get_seq_length()` and `Cache.reorder_cache`), or migrate a copy of the model's file "
-                "together with it"
+                f"{owner} subclasses `{base}` of the installed transformers and wraps a model, but its forward hands "
+                "the past to no model it builds in its `__init__` from a model class imported from transformers "
+                "(`self.transformer = GPT2Model(config)`): cachemigrate migrates a head over a library model only "
+                "when it can tell which library model takes the past. On releases where that model takes a Cache, "
+                f'generate() passes this head a Cache from the first step: port `{use.function}` by hand (a Cache\'s '
+                'truth value is not "has a past"; use `past_key_values.get_seq_length()` and '
+                "`Cache.reorder_cache`), build the model in `__init__` from its transformers class, or migrate a copy "
+                "of the model's file together with it"
             )
     if "." not in use.function:
         patched = _patched_attribute(module, use.function)
