@@ -20,6 +20,9 @@ import dataclasses
 import libcst as cst
 import libcst.matchers as m
 
+from .. import diagnostics as codes
+from ..diagnostics import Diagnostic
+from ..excerpts import source_line
 from .model import ClassInfo
 from ..traverse import findall
 
@@ -111,3 +114,35 @@ def handoff(function: cst.FunctionDef, attribute: str) -> tuple[int | None, str 
 def head_of(info, class_name: str | None) -> LibraryHead | None:
     """The library head named ``class_name`` of the analysed module, if it is one."""
     return next((head for head in info.library_heads if head.name == class_name), None)
+
+
+def late_presence_tests(info) -> list[tuple[LibraryHead, object]]:
+    """(head, use) for each test of the past's presence in a head's forward that comes after the statement handing
+    the past to the library model: a tuple model gave back a new tuple and left the head's own untouched, but a
+    library model fills the Cache it is handed in place, so after the call no test tells the first step any more."""
+    found = []
+    for head in info.library_heads:
+        forward = info.classes[head.name].methods["forward"]
+        if head.handoff is None:
+            continue
+        later = forward.node.body.body[head.handoff + 1 :]
+        names = {node for stmt in later for node in findall(stmt, m.Name())}
+        found.extend((head, use) for use in forward.uses if use.kind == "check" and use.node in names)
+    return found
+
+
+def late_presence_diagnostics(info, path: str, locate) -> list:
+    """CM900 at each test of :func:`late_presence_tests`, saying why and what to do instead."""
+    result = []
+    for head, use in late_presence_tests(info):
+        line, column = locate(use.node)
+        excerpt = source_line(locate.code, line)
+        message = (
+            f"{head.name}.forward tests whether it was handed a past (`{excerpt}`) after handing it to "
+            f"`self.{head.attribute}` ({head.model} of the installed transformers): that model fills a Cache in place, "
+            "so after the call the test no longer tells the first step (a tuple was given back as a new one and "
+            f"left `{use.variable}` as it was); the file was left unchanged. Test it once before the call and keep "
+            f"the answer (`first_step = {use.variable} is None`), then run cachemigrate again"
+        )
+        result.append(Diagnostic(path, line, column, codes.UNKNOWN_IDIOM, message))
+    return result

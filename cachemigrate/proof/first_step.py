@@ -26,12 +26,13 @@ from ..rules.schema import Era
 _TYPE_TEST = re.compile(r"^(isinstance|type|hasattr|getattr|id)\(")
 
 
-def _presence_tests(info: ModuleInfo) -> list:
-    """The unguarded tests of a cache's presence (``x is None``, ``x is not None``, a truth test) in the hooks."""
+def _presence_tests(info: ModuleInfo, heads: frozenset = frozenset()) -> list:
+    """The unguarded tests of a cache's presence (``x is None``, ``x is not None``, a truth test) in the hooks, and
+    in the forwards of ``heads`` (heads over a library model, which generate() hands an empty Cache too)."""
     return [
         use
         for fn in info.functions.values()
-        if fn.name in GENERATION_HOOKS
+        if fn.name in GENERATION_HOOKS or (fn.name == "forward" and fn.cls in heads)
         for use in fn.uses
         if use.kind == "check" and not _TYPE_TEST.match(use.idiom)
     ]
@@ -42,11 +43,15 @@ def first_step_diagnostics(
 ) -> list[Diagnostic]:
     """One diagnostic per statement of a generation hook of ``new_module`` that still tells the first step by
     the absence of a past, located in the original file."""
-    hooks = [  # the classes that define a hook, and the hooks defined at the top (idefics's helper)
+    heads = frozenset(before.roles.get("library_head", ()))
+    hooks = [  # the classes that define a hook (or heads over a library model), and the hooks defined at the top
         stmt
         for stmt in new_module.body
         if isinstance(stmt, cst.ClassDef)
-        and any(isinstance(s, cst.FunctionDef) and s.name.value in GENERATION_HOOKS for s in stmt.body.body)
+        and (
+            stmt.name.value in heads
+            or any(isinstance(s, cst.FunctionDef) and s.name.value in GENERATION_HOOKS for s in stmt.body.body)
+        )
         or isinstance(stmt, cst.FunctionDef)
         and stmt.name.value in GENERATION_HOOKS
     ]
@@ -54,11 +59,11 @@ def first_step_diagnostics(
         return []
     after = analyze(new_module.with_changes(body=hooks), era.cache_names)  # new_module: a fresh parse
     originals: dict[tuple, list] = {}
-    for use in _presence_tests(before):
+    for use in _presence_tests(before, heads):
         originals.setdefault((use.function, use.statement), []).append(use)
     seen: set[tuple] = set()
     result = []
-    for use in _presence_tests(after):
+    for use in _presence_tests(after, heads):
         key = (use.function, use.statement)
         if key in seen:
             continue

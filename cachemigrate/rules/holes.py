@@ -104,8 +104,10 @@ def bound_holes(
         if fn is not None and fn.cls in layers:
             values["layers"] = layers[fn.cls]
         head = head_of(info, fn.cls) if fn is not None and fn.name == "forward" else None
-        if head is not None and head.outputs:  # `{outputs}`: what a head binds its library model's outputs to
-            values["outputs"] = head.outputs
+        if head is not None:  # `{library_model}`: what a head hands the past; `{outputs}`: what it binds it returns to
+            values["library_model"] = f"self.{head.attribute}"
+            if head.outputs:
+                values["outputs"] = head.outputs
         names = indices.get(qualname, frozenset())
         values["?layer_index"] = lambda node: isinstance(node, cst.Name) and node.value in names
         return values

@@ -200,4 +200,4 @@ def read_toml(path: Path) -> dict:
 def bound_names(era: Era) -> frozenset[str]:
     """Holes a rule of ``era`` may use unbound by its pattern: the cache, the layer list, facts, arguments."""
     facts = (*(f.name for f in era.facts), *ENGINE_FACTS)
-    return frozenset({"cache", "layers", "outputs", *facts, *(f"arg{i}" for i in range(10))})
+    return frozenset({"cache", "layers", "outputs", "library_model", *facts, *(f"arg{i}" for i in range(10))})
