@@ -13,6 +13,8 @@ Anchors:
   ``after_last_assignment``  after the last top-level statement that assigns a name of ``after_assignments``
                         (``use_cache = False`` under gradient checkpointing, say), and after the block of the rule
                         ``after_rule`` if it is in the same function
+  ``after_handoff``     after the top-level statement of a head's forward that binds what its library model returns
+                        (``outputs = self.transformer(...)``, ``{outputs}``; :mod:`cachemigrate.facts.heads`)
 
 ``with_parameters`` (names) makes the insertion conditional: only in functions that take every one of them as a
 parameter (a block that resets ``position_ids`` where the function has such a parameter, say).
@@ -43,15 +45,8 @@ from .helpers import check_holes, depth_of, filled_and_formatted
 from .moves import assigns as _assigns, move_after_block
 from ..traverse import findall
 
-# `after_handoff`: after the statement of a head that hands the past to its library model (facts/heads.py)
-ANCHORS = (
-    "function_start",
-    "before_first_use",
-    "after_loop",
-    "after_last_assignment",
-    "before_first_tuple_use",
-    "after_handoff",
-)
+ANCHORS = ("function_start", "before_first_use", "after_loop", "after_last_assignment", "before_first_tuple_use")
+ANCHORS += ("after_handoff",)  # after the statement of a head handing the past to its library model (facts/heads.py)
 
 
 def _late_assignment(stmt: cst.CSTNode, name: str, cache: str, first_read: str, locate) -> tuple:

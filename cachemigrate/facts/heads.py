@@ -23,8 +23,8 @@ import libcst.matchers as m
 from .. import diagnostics as codes
 from ..diagnostics import Diagnostic
 from ..excerpts import source_line
-from .model import ClassInfo
 from ..traverse import findall
+from .model import ClassInfo
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,9 +80,9 @@ def _library_model(cls: ClassInfo, imported: dict[str, str]) -> tuple[str, str] 
         return None
     handed = forward.passes_to_self_attr()
     for attribute, built in cls.submodules.items():
-        if built in imported and built.endswith("Model") and not built.endswith("PreTrainedModel"):
-            if f"self.{attribute}" in handed:
-                return attribute, built
+        model = built in imported and built.endswith("Model") and not built.endswith("PreTrainedModel")
+        if model and f"self.{attribute}" in handed:
+            return attribute, built
     return None
 
 

@@ -151,7 +151,7 @@ def explain(module: cst.Module, info: ModuleInfo, use: CacheUse) -> str | None:
                 "the past to no model it builds in its `__init__` from a model class imported from transformers "
                 "(`self.transformer = GPT2Model(config)`): cachemigrate migrates a head over a library model only "
                 "when it can tell which library model takes the past. On releases where that model takes a Cache, "
-                f'generate() passes this head a Cache from the first step: port `{use.function}` by hand (a Cache\'s '
+                f"generate() passes this head a Cache from the first step: port `{use.function}` by hand (a Cache's "
                 'truth value is not "has a past"; use `past_key_values.get_seq_length()` and '
                 "`Cache.reorder_cache`), build the model in `__init__` from its transformers class, or migrate a copy "
                 "of the model's file together with it"

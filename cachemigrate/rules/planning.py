@@ -175,7 +175,8 @@ def _lacking_holes(rule: Rule, functions: set[str], bound) -> dict[str, list[str
         hole
         for text in written
         for hole in holes(text)
-        if (hole in ("cache", "layers", "outputs") or (hole.startswith("arg") and hole[3:].isdigit())) and hole not in captured
+        if (hole in ("cache", "layers", "outputs") or (hole.startswith("arg") and hole[3:].isdigit()))
+        and hole not in captured
     }
     lacking = {}
     for qualname in sorted(functions):
