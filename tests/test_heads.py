@@ -155,6 +155,28 @@ def test_on_4_51_3_the_migrated_head_gives_the_originals_tensors_and_tokens_bit_
             assert torch.equal(original.generate(prompt, **kwargs), new.generate(prompt, **kwargs))
 
 
+@pytest.mark.parametrize("era", ["4.52", "portable"])
+def test_the_same_version_probe_on_4_51_3_keeps_the_tuple_path_of_a_tuple_only_library_model(era, tmp_path):
+    """On 4.51.3 GPT2Model takes no Cache: the probe skips the Cache checks saying why (the original cannot take one
+    either), greedy ``generate()`` decodes with tuples, and nothing diverges."""
+    from cachemigrate.probe import run_probe
+
+    result = migrate(PREFIX.read_text(), era)
+    shutil.copytree(PREFIX.parent, tmp_path / era)
+    (tmp_path / era / PREFIX.name).write_text(result.migrated)
+    results = {r.name: r for r in run_probe(PREFIX, tmp_path / era / PREFIX.name)}
+    assert {r.status for r in results.values()} <= {"pass", "skip"}, [
+        (r.name, r.status, r.detail) for r in results.values()
+    ]
+    assert results["dynamic_cache_in_same_object"].status == "skip"
+    assert (
+        "the library model it wraps (GPT2Model of this transformers)" in results["dynamic_cache_in_same_object"].detail
+    )
+    assert results["generate_greedy"].status == "pass" and "decoded with tuples" in results["generate_greedy"].detail
+    for name in ("logits_no_cache", "tuple_cache_stepwise", "tuple_in_tuple_out", "generate_beam", "left_padding"):
+        assert results[name].status == "pass", (name, results[name].detail)
+
+
 # -- 4.57.6 and 5.25.0: the cross-version probe -----------------------------------------------------------------
 
 

@@ -52,3 +52,15 @@ def recording_past_types(model):
         yield seen
     finally:
         handle.remove()
+
+
+def tuple_only_library_model(model) -> str | None:
+    """Why ``model`` cannot take a Cache on this runtime when it is a head over a library model that takes tuples
+    only here (GPT2Model of 4.51.3: ``_supports_cache_class`` False); None otherwise. Such a head keeps the tuple
+    path on this runtime, as its original: the Cache checks have nothing to check."""
+    base = type(getattr(model, "base_model", model))
+    if base is type(model) or base.__module__ == type(model).__module__:
+        return None
+    if getattr(base, "_supports_cache_class", True):
+        return None
+    return f"the library model it wraps ({base.__name__} of this transformers) takes no Cache on this runtime"
