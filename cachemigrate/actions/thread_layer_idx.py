@@ -5,7 +5,8 @@
   (also through a local set to one class or another, ``attention_layer(config)``: a class of the file that local
   may hold instead gains ``layer_idx=None`` too, and ignores it);
 * base model ``__init__``: the ``nn.ModuleList([Block(...) for i in range(n)])`` passes ``layer_idx=i``
-  (a ``_`` loop variable is renamed to ``layer_idx``);
+  (a ``_`` loop variable is renamed to ``layer_idx``); a one-layer model's ``self.layer = Block(...)`` passes
+  ``layer_idx=0`` (:mod:`cachemigrate.facts.one_layer`);
 * an attention or block rebuilt in another method of an attention or block (BigBird's ``set_attention_type``
   swaps ``self.self`` for a new ``BigBirdSelfAttention(self.config)``) gets ``layer_idx=self.layer_idx``, and the
   class stores ``self.layer_idx`` in its ``__init__``; a rebuild anywhere else (a model's method, a function) cannot
@@ -175,9 +176,23 @@ class _Planner(Planner):
             if not any(isinstance(e, Replace) and e.node is loop.target for e in self.action.edits):
                 self.action.edits.append(rename)
 
+    def _single_layer(self, node: cst.Call) -> None:
+        """``self.<attr> = Block(...)`` building a one-layer model's single layer: it is layer 0."""
+        owner = self.ctx.info.classes.get(self.current_class)
+        holder = self.stack[-2] if len(self.stack) > 1 else None
+        if owner is None or not m.matches(holder, m.Assign(targets=[m.AssignTarget(m.Attribute(m.Name("self")))])):
+            return
+        if owner.single_layers.get(holder.targets[0].target.attr.value) != self._callee(node):
+            return
+        if not _passes(node, self.name, self.ctx.info.classes):
+            self.action.changes += 1
+            name = self.name
+            self.replace(node, lambda updated, _: _with_keyword(updated, name, cst.Integer("0")), reformat=True)
+
     def visit_Call(self, node: cst.Call) -> None:
         if self._in_init(self.models):
             self._appended_in_loop(node)
+            self._single_layer(node)
         inner = self.attention | self.blocks  # a block may hold an attention or another block (a wrapper)
         outside_init = self.current_function is None or self.function_stack[0].split(".")[-1] != "__init__"
         if outside_init and self._callee(node) in inner and not _passes(node, self.name, self.ctx.info.classes):

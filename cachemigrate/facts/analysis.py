@@ -41,6 +41,7 @@ from .model import ClassInfo, FunctionInfo, ModuleInfo  # noqa: F401 (re-exporte
 from .consumers import consumers
 from .roles import assign_roles
 from .heads import library_heads
+from .one_layer import single_layers
 from ..traverse import findall, parents, walk
 from .uses import (  # noqa: F401 (re-exported: the use kinds and their vocabulary)
     CACHE_ONLY_ATTRIBUTES,
@@ -269,6 +270,8 @@ def analyze(module: cst.Module, cache_names: Sequence[str], only: set[str] | Non
         collector = _UseCollector(parents(cst.Module(body=[node])), info, names)
         walk(node.body, collector)
         info.cache_names = set(collector.names)
+    for model, (attribute, layer) in single_layers(structure.classes).items():
+        structure.classes[model].single_layers = {attribute: layer}
     roles = assign_roles(structure.classes)
     unproven: list = []
     roles["consumer"] = []

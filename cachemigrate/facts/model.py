@@ -71,6 +71,8 @@ class ClassInfo:
     # self.attr = A(...) if flash else B(...), or CLASSES[config._attn_implementation](...): every class it can be
     choices: dict[str, list[str]] = dataclasses.field(default_factory=dict)
     module_lists: dict[str, str] = dataclasses.field(default_factory=dict)  # self.attr = nn.ModuleList([C(...)...])
+    # a one-layer model's single layer, an attribute handed `cache[0]` (facts/one_layer.py): attr -> its class
+    single_layers: dict[str, str] = dataclasses.field(default_factory=dict)
     # locals of __init__ set to a class in its branches (`attention_layer = A` / `= B`): name -> the classes
     class_aliases: dict[str, list[str]] = dataclasses.field(default_factory=dict)
 

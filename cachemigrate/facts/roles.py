@@ -31,6 +31,11 @@ def _takes_cache(cls: "ClassInfo") -> bool:
     return bool(fwd and fwd.cache_params)
 
 
+def _stacks(cls: "ClassInfo") -> dict[str, str]:
+    """The layers a class stacks: its ``nn.ModuleList`` of blocks, or its single layer (facts/one_layer.py)."""
+    return {**cls.module_lists, **cls.single_layers}
+
+
 def _passing(classes: dict, targets: set[str], exclude: set[str], allow_lists: bool = False) -> set[str]:
     """Classes (not in ``exclude``) that hand a cache variable to ``self.<attr>(...)`` built from a class of
     ``targets`` or of the result, to a fixed point."""
@@ -38,7 +43,7 @@ def _passing(classes: dict, targets: set[str], exclude: set[str], allow_lists: b
     while True:
         more = set(found)
         for c in classes.values():
-            if c.name in more or c.name in exclude or not _takes_cache(c) or (c.module_lists and not allow_lists):
+            if c.name in more or c.name in exclude or not _takes_cache(c) or (_stacks(c) and not allow_lists):
                 continue
             into = (targets | more) - {c.name}
             attrs = {f"self.{a}" for a, ks in c.choices.items() if set(ks) & into}
@@ -77,7 +82,7 @@ def assign_roles(classes: dict[str, "ClassInfo"]) -> dict[str, list[str]]:
     containers = {
         c.name
         for c in classes.values()
-        if _takes_cache(c) and any(k in classes and _takes_cache(classes[k]) for k in c.module_lists.values())
+        if _takes_cache(c) and any(k in classes and _takes_cache(classes[k]) for k in _stacks(c).values())
     }
     # ... and the classes wrapping them (Bert's BertModel around BertEncoder; heads around a model)
     wrappers = _passing(classes, containers, containers, allow_lists=True)
@@ -90,7 +95,7 @@ def assign_roles(classes: dict[str, "ClassInfo"]) -> dict[str, list[str]]:
         for c in classes.values()
         if _takes_cache(c)
         and _forward(c).legacy()
-        and not c.module_lists
+        and not _stacks(c)
         and c.name not in wrappers
         and c.name not in readers
     ]
@@ -99,7 +104,7 @@ def assign_roles(classes: dict[str, "ClassInfo"]) -> dict[str, list[str]]:
     carriers = _passing(classes, set(candidates), wrappers)
     attention = [name for name in candidates if name not in carriers]
     blocks = [name for name in classes if name in carriers]
-    base_models = [c.name for c in classes.values() if _takes_cache(c) and set(c.module_lists.values()) & set(blocks)]
+    base_models = [c.name for c in classes.values() if _takes_cache(c) and set(_stacks(c).values()) & set(blocks)]
     pretrained: list[str] = []
     for name in base_models:
         for base in classes[name].bases:
