@@ -37,6 +37,7 @@ from .edit.imports import IMPORTS_RULE
 from .proof.first_step import first_step_diagnostics, past_hook_diagnostics
 from .facts.past_hook import past_hooks
 from .facts.heads import late_presence_diagnostics
+from .facts.one_layer import one_layer_diagnostic
 from .edit.past_hook import FixError, fix_past_hooks, why_not as why_not_fixed
 from .proof.leftovers import edited_functions, edited_tops, leftover_diagnostics, unbound_names
 from .facts.outside import explain as explain_outside
@@ -344,9 +345,10 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
             ],
         )
     if not consumer_file and not over_library and not before.roles["base_model"]:
-        return done("failed", diags=[_no_model(before, path, locate)])
-    late = late_presence_diagnostics(before, path, locate)  # a head's presence test after its library model ran
-    if late:
+        return done(
+            "failed", diags=[one_layer_diagnostic(module, before, path, locate) or _no_model(before, path, locate)]
+        )
+    if late := late_presence_diagnostics(before, path, locate):  # a head's presence test after its model ran
         return done("failed", diags=late)
     hooks = past_hook_diagnostics(before, path, locate)
     if hooks and options.fix_past_hook:
