@@ -111,6 +111,10 @@ class _Structure:
                 for member in _statements(stmt.body.body):
                     if isinstance(member, cst.FunctionDef):
                         self._function(member, info)
+                    elif m.matches(member, _BOUND_AS_METHOD) and member.body[0].value.value in info.methods:
+                        # `forward = decode`: the method bound under another name is that method too
+                        bound = member.body[0]
+                        info.methods.setdefault(bound.targets[0].target.value, info.methods[bound.value.value])
             elif isinstance(stmt, cst.FunctionDef):
                 self._function(stmt, None)
 
@@ -238,6 +242,10 @@ class _Structure:
         if isinstance(func, (cst.Name, cst.Attribute)):
             return [_dotted(func)]
         return []
+
+
+# `name = other` in a class body: a method bound under another name
+_BOUND_AS_METHOD = m.SimpleStatementLine([m.Assign(targets=[m.AssignTarget(m.Name())], value=m.Name())])
 
 
 def _class_aliases(init: cst.FunctionDef) -> dict[str, list[str]]:

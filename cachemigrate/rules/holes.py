@@ -28,9 +28,15 @@ def functions_in_scope(info: ModuleInfo, role: str, names: tuple[str, ...]) -> t
     functions = {
         q
         for q, f in info.functions.items()
-        if f.cls in classes and (f.name in names or ("*" in names and f.cache_params))
+        if f.cls in classes and (f.name in names or ("*" in names and f.cache_params) or _bound_as(info, f, names))
     }
     return functions, classes
+
+
+def _bound_as(info: ModuleInfo, fn, names: tuple[str, ...]) -> bool:
+    """``fn`` is a method its class also binds under one of ``names`` (``forward = decode``)."""
+    methods = info.classes[fn.cls].methods if fn.cls in info.classes else {}
+    return any(methods.get(name) is fn for name in names)
 
 
 def find_facts(info: ModuleInfo, era: Era, views=None) -> dict:
