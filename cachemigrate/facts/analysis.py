@@ -115,6 +115,9 @@ class _Structure:
                         # `forward = decode`: the method bound under another name is that method too
                         bound = member.body[0]
                         info.methods.setdefault(bound.targets[0].target.value, info.methods[bound.value.value])
+                helper = _delegate(info)
+                if helper is not None:  # a forward that only returns `self.<helper>(...)`: the helper is the forward
+                    info.methods["forward"] = info.methods[helper]
             elif isinstance(stmt, cst.FunctionDef):
                 self._function(stmt, None)
 
@@ -242,6 +245,24 @@ class _Structure:
         if isinstance(func, (cst.Name, cst.Attribute)):
             return [_dotted(func)]
         return []
+
+
+def _delegate(cls: ClassInfo) -> str | None:
+    """The method a class's ``forward`` hands its whole work to: a body of one ``return self.<method>(...)`` (after
+    a docstring) that hands on every parameter of the forward, its cache among them; the method takes the cache."""
+    forward = cls.methods.get("forward")
+    if forward is None or not forward.cache_params:
+        return None
+    body = [s for s in forward.node.body.body if not m.matches(s, m.SimpleStatementLine([m.Expr(m.SimpleString())]))]
+    call = m.Call(func=m.Attribute(value=m.Name("self"), attr=m.Name()))
+    if len(body) != 1 or not m.matches(body[0], m.SimpleStatementLine([m.Return(value=call)])):
+        return None
+    invoked = body[0].body[0].value
+    helper = cls.methods.get(invoked.func.attr.value)
+    handed = {a.value.value for a in invoked.args if isinstance(a.value, cst.Name)}
+    if helper is None or helper is forward or not helper.cache_params:
+        return None
+    return helper.name if set(forward.params[1:]) <= handed else None
 
 
 # `name = other` in a class body: a method bound under another name

@@ -28,9 +28,17 @@ def functions_in_scope(info: ModuleInfo, role: str, names: tuple[str, ...]) -> t
     functions = {
         q
         for q, f in info.functions.items()
-        if f.cls in classes and (f.name in names or ("*" in names and f.cache_params) or _bound_as(info, f, names))
+        if f.cls in classes
+        and (_named(info, f, names) or ("*" in names and f.cache_params) or _bound_as(info, f, names))
     }
     return functions, classes
+
+
+def _named(info: ModuleInfo, fn, names: tuple[str, ...]) -> bool:
+    """``fn`` is named one of ``names``, and its class has not handed that name to another method (a ``forward``
+    that only returns ``self._helper(...)``: the helper is the forward, :mod:`cachemigrate.facts.analysis`)."""
+    methods = info.classes[fn.cls].methods if fn.cls in info.classes else {}
+    return fn.name in names and methods.get(fn.name, fn) is fn
 
 
 def _bound_as(info: ModuleInfo, fn, names: tuple[str, ...]) -> bool:
