@@ -67,6 +67,9 @@ def test_a_model_built_from_a_sibling_module_is_no_library_model():
     assert info.library_heads == [] and "library_head" not in info.roles
     result = migrate(code, "4.52")
     assert result.status == "failed" and [d.code for d in result.diagnostics] == ["CM903"]
+    assert "hands the past to no model it builds in its `__init__` from a model class imported from transformers" in (
+        result.diagnostics[0].message
+    )
 
 
 # -- what each era writes ---------------------------------------------------------------------------------------

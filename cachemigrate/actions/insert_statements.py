@@ -40,6 +40,7 @@ import libcst.matchers as m
 from ..views.patterns import TemplateError, code_of, compile_statements, match_statements, to_python
 from ..facts.heads import head_of
 from ..facts.layer_loops import accessors
+from ..facts.one_layer import after_single_layer
 from .base import Action, Planner
 from .helpers import check_holes, depth_of, filled_and_formatted
 from .moves import assigns as _assigns, move_after_block
@@ -270,7 +271,7 @@ class _Planner(Planner):
             for index, stmt in enumerate(body):
                 if isinstance(stmt, cst.For) and layers and _loops_over(stmt, layers, getters):
                     return index + 1
-            return _after_single_layer(cls, body)
+            return after_single_layer(cls, body)
         cache = bound["cache"]
         if anchor == "before_first_tuple_use":
             legacy = self._tuple_uses()
@@ -307,16 +308,6 @@ class _Planner(Planner):
                 )
                 return None
         return first_use
-
-
-def _after_single_layer(cls, body: list) -> int | None:
-    """After the top-level statement that calls a one-layer model's single layer (its ``after_loop``)."""
-    for attr in cls.single_layers if cls is not None else ():
-        call = m.Call(func=m.Attribute(value=m.Name("self"), attr=m.Name(attr)))
-        index = next((i for i, s in enumerate(body) if findall(s, call)), None)
-        if index is not None:
-            return index + 1
-    return None
 
 
 def _hands_no_cache_there(stmt: cst.CSTNode, name: str, cache: str) -> bool:

@@ -106,3 +106,14 @@ def one_layer_diagnostic(module: cst.Module, info, path: str, locate) -> Diagnos
         )
         return Diagnostic(path, line, column, codes.NO_ROLES, message)
     return None
+
+
+def after_single_layer(cls: ClassInfo | None, body: list) -> int | None:
+    """The index after the top-level statement of ``body`` that calls a one-layer model's single layer (where the
+    Cache is complete: the ``after_loop`` of a model with a list of blocks)."""
+    for attribute in cls.single_layers if cls is not None else ():
+        call = m.Call(func=m.Attribute(value=m.Name("self"), attr=m.Name(attribute)))
+        index = next((i for i, stmt in enumerate(body) if findall(stmt, call)), None)
+        if index is not None:
+            return index + 1
+    return None
