@@ -46,6 +46,9 @@ COMPANION_REMOVED = "CM912"
 # A note on a migrated file: --fix-past-hook renamed a generation hook's `past` to `past_key_values`
 # (cachemigrate.edit.past_hook)
 PAST_HOOK_FIXED = "CM913"
+# A module-level function with tuple-cache code is set on a class whose cache contract is not known: not imported
+# from transformers, or no library attention (cachemigrate.facts.patches)
+PATCH_TARGET = "CM916"
 # A note, not an error: legacy cache code that no model class of the file can hand a cache to (the file is left as it
 # is and counts as having nothing to migrate; in the encoder-decoder family's range of codes)
 UNREACHABLE = "CM299"

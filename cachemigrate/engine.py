@@ -39,6 +39,7 @@ from .facts.past_hook import past_hooks
 from .edit.past_hook import FixError, fix_past_hooks, why_not as why_not_fixed
 from .proof.leftovers import edited_functions, edited_tops, leftover_diagnostics, unbound_names
 from .facts.outside import explain as explain_outside
+from .facts.patches import refusal_diagnostic as patch_refusal
 from .rules.planning import plan_rules
 from .facts.reach import unreachable_cache
 from .rules.removed import removed_uses
@@ -315,9 +316,14 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
         and only_consumers(before)
         and not explain_outside(module, before, before.legacy_uses()[0])
     )
+    # functions patched onto a library attention (facts/patches.py): their own rules, the library's contract
+    patch_file = bool(before.roles["patch"]) and not before.roles["attention"] and not before.roles["base_model"]
     if consumer_file and before.unproven:
         return done("failed", diags=unproven_diagnostics(before.unproven, path, locate))
-    if not consumer_file and not before.roles["attention"] and not before.roles["base_model"]:
+    if not consumer_file and not patch_file and not before.roles["attention"] and not before.roles["base_model"]:
+        refused = patch_refusal(module, before, path, locate)  # a patch of a class whose contract is unknown
+        if refused:
+            return done("failed", diags=[refused])
         first = before.legacy_uses()[0]
         line, column = locate(first.node)
         idiom, excerpt = quote(first.idiom), source_line(code, line)
@@ -341,7 +347,7 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
                 )
             ],
         )
-    if not consumer_file and not before.roles["base_model"]:
+    if not consumer_file and not patch_file and not before.roles["base_model"]:
         return done("failed", diags=[_no_model(before, path, locate)])
     hooks = past_hook_diagnostics(before, path, locate)
     if hooks and options.fix_past_hook:

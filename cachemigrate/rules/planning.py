@@ -151,7 +151,11 @@ def _planned(
 
 # what a rule matches (its holes capture there), not what it writes
 _MATCHED_PARAMS = frozenset({"pattern", "patterns", "only_before", "old", "inside_if", "moves"})
-_HOLE_WORDS = {"cache": "a cache parameter", "layers": "a list of blocks (`self.<name> = nn.ModuleList(...)`)"}
+_HOLE_WORDS = {
+    "cache": "a cache parameter",
+    "layers": "a list of blocks (`self.<name> = nn.ModuleList(...)`)",
+    "var_kwargs": "a `**kwargs` parameter",
+}
 
 
 def _texts(values) -> list[str]:
@@ -170,7 +174,7 @@ def _lacking_holes(rule: Rule, functions: set[str], bound) -> dict[str, list[str
         hole
         for text in written
         for hole in holes(text)
-        if (hole in ("cache", "layers") or (hole.startswith("arg") and hole[3:].isdigit())) and hole not in captured
+        if (hole in _HOLE_WORDS or (hole.startswith("arg") and hole[3:].isdigit())) and hole not in captured
     }
     lacking = {}
     for qualname in sorted(functions):

@@ -1,0 +1,166 @@
+"""Patches of library classes: module-level functions assigned onto a class of the installed transformers
+(``GPT2Attention.forward = my_forward``, ``modeling_gpt2.GPT2Attention.forward = my_forward``).
+
+Such a function is no method of the file: the library class it replaces calls it, so its contract (the keyword the
+cache comes under, whether that cache is a ``Cache`` the function must ``update(k, v, self.layer_idx)``, what it
+returns) is the library's, and it changes with the release. The rules of role ``patch`` (``rules/<era>/CM6*.toml``)
+migrate the function to the contract of their era; this module only finds which functions are patches of what.
+
+The target is known from the file's imports, never from a name alone: ``GPT2Attention`` counts when the file
+imports it from ``transformers`` (or a module of it: ``from transformers.models.gpt2 import modeling_gpt2``), and
+its structural role is read off transformers' naming of its classes (an attention class ends in ``Attention``; a
+pretrained-model base ends in ``PreTrainedModel``, as :mod:`cachemigrate.facts.outside` reads it).
+A patch whose target is not such a class (a class of the file, of another library, or a library model rather than
+an attention) is reported by :func:`refusal`, at the assignment, saying what is missing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import libcst as cst
+import libcst.matchers as m
+
+from .. import diagnostics as codes
+from ..diagnostics import Diagnostic
+from ..traverse import findall
+from .model import FunctionInfo, ModuleInfo
+
+LIBRARY = "transformers"
+# the library's names of its structural roles (the end of a class name): only attentions are patch targets so far
+ROLES = (("Attention", "attention"),)
+
+
+@dataclasses.dataclass(frozen=True)
+class Patch:
+    function: str  # the module-level function assigned
+    target: str  # the attribute as written: `GPT2Attention.forward`
+    cls: str | None  # the class it is set on, as the library names it (`GPT2Attention`)
+    library: str | None  # the dotted module the class is imported from (`transformers.models.gpt2.modeling_gpt2`)
+    node: cst.CSTNode = dataclasses.field(repr=False, compare=False)
+
+    @property
+    def role(self) -> str | None:
+        """The library class's structural role (``attention``), or None."""
+        if self.library is None or self.cls is None:
+            return None
+        return next((role for suffix, role in ROLES if self.cls.endswith(suffix)), None)
+
+
+def _dotted(node: cst.BaseExpression) -> str | None:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        inner = _dotted(node.value)
+        return f"{inner}.{node.attr.value}" if inner else None
+    return None
+
+
+def library_names(module: cst.Module) -> dict[str, str]:
+    """Local name -> the dotted library path it stands for (a module or a class), for every import of the file
+    from transformers: ``from transformers.models.gpt2.modeling_gpt2 import GPT2Attention as A`` binds ``A`` to
+    ``transformers.models.gpt2.modeling_gpt2.GPT2Attention``; ``import transformers.models.gpt2.modeling_gpt2 as mg``
+    binds ``mg``; a plain ``import transformers...`` binds ``transformers``."""
+    names: dict[str, str] = {}
+    for stmt in module.body:
+        for node in findall(stmt, m.ImportFrom() | m.Import()):
+            if isinstance(node, cst.ImportFrom):
+                source = _dotted(node.module) if node.module is not None and not node.relative else None
+                if not source or source.split(".")[0] != LIBRARY or isinstance(node.names, cst.ImportStar):
+                    continue
+                for alias in node.names:
+                    local = alias.asname.name.value if alias.asname else alias.name.value
+                    names[local] = f"{source}.{_dotted(alias.name)}"
+                continue
+            for alias in node.names:
+                full = _dotted(alias.name)
+                if not full or full.split(".")[0] != LIBRARY:
+                    continue
+                if alias.asname:
+                    names[alias.asname.name.value] = full
+                else:
+                    names[LIBRARY] = LIBRARY
+    return names
+
+
+def _resolve(target: str, names: dict[str, str]) -> tuple[str | None, str]:
+    """(the dotted library module, the class name) of ``target``, the dotted class an attribute is set on; the
+    module is None where the first name is not imported from transformers."""
+    first, _, rest = target.partition(".")
+    if first not in names:
+        return None, target.rsplit(".", 1)[-1]
+    full = names[first] + (f".{rest}" if rest else "")
+    library, _, cls = full.rpartition(".")
+    return library, cls
+
+
+def find_patches(module: cst.Module, functions: dict[str, FunctionInfo]) -> list[Patch]:
+    """Every top-level ``<class>.<method> = <function>`` of the file where ``<function>`` is a module-level
+    function of the file, in file order."""
+    names = library_names(module)
+    own = {fn.name for fn in functions.values() if fn.cls is None}
+    found = []
+    for stmt in module.body:
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            continue
+        for assign in stmt.body:
+            if not (isinstance(assign, cst.Assign) and m.matches(assign.value, m.Name())):
+                continue
+            if assign.value.value not in own:
+                continue
+            for target in assign.targets:
+                if not isinstance(target.target, cst.Attribute):
+                    continue
+                owner = _dotted(target.target.value)
+                if owner is None:
+                    continue
+                library, cls = _resolve(owner, names)
+                written = f"{owner}.{target.target.attr.value}"
+                found.append(Patch(assign.value.value, written, cls, library, stmt))
+    return found
+
+
+def patch_functions(module: cst.Module, functions: dict[str, FunctionInfo]) -> list[str]:
+    """The module-level functions with a cache parameter that the file patches onto a library attention."""
+    patched = {p.function for p in find_patches(module, functions) if p.role == "attention"}
+    return [q for q, fn in functions.items() if fn.cls is None and fn.name in patched and fn.cache_params]
+
+
+def refusal(module: cst.Module, functions: dict[str, FunctionInfo], function: str) -> tuple[cst.CSTNode, str] | None:
+    """(the assignment, why) where the module-level function ``function`` is assigned onto a class that is no
+    library attention known from an import; None where it is not assigned onto any class attribute."""
+    for patch in find_patches(module, functions):
+        if patch.function != function:
+            continue
+        if patch.library is None:
+            return patch.node, (
+                f"the function {function} is assigned to `{patch.target}`, but `{patch.target.split('.')[0]}` is not "
+                f"imported from {LIBRARY}: a patch is migrated to the contract of the library class it replaces "
+                "(the keyword its cache comes under, a Cache to update with `self.layer_idx`, what it returns), "
+                "known from the class's import, and this target's contract is unknown; import the class from "
+                f"{LIBRARY} if it is one, else migrate the class this function is set on with its model"
+            )
+        if patch.role is None:
+            return patch.node, (
+                f"the function {function} is assigned to `{patch.target}`, a class of {LIBRARY} "
+                f"(`{patch.library}.{patch.cls}`) that is not an attention: cachemigrate migrates patches of library "
+                "attentions (a class whose name ends in `Attention`), whose cache contract per release it knows, "
+                "not yet patches of library models or blocks; port this function by hand to the installed "
+                "transformers' own method"
+            )
+    return None
+
+
+def refusal_diagnostic(module: cst.Module, info: ModuleInfo, path: str, locate) -> Diagnostic | None:
+    """:data:`codes.PATCH_TARGET` at the assignment of the first module-level function with tuple-cache code that is
+    set on a class this module cannot tell the contract of (:func:`refusal`); None where there is none."""
+    for use in info.legacy_uses():
+        fn = info.functions.get(use.function)
+        if fn is None or fn.cls is not None:
+            continue
+        found = refusal(module, info.functions, fn.name)
+        if found:
+            node, why = found
+            line, column = locate(node)
+            return Diagnostic(path, line, column, codes.PATCH_TARGET, f"{why}; the file was left unchanged")
+    return None

@@ -1,0 +1,164 @@
+"""The proof for a patch of a library class (rules CM620-CM628): the LIBRARY model runs with the ORIGINAL patch on
+the old runtime and with the MIGRATED patch on the new one, from the same weights and inputs, and what it computes
+is compared.
+
+The worker runs in one runtime's interpreter (only torch, transformers and this file; no libcst), one of:
+
+``record PATCH LIBRARY DIR``  on the runtime the patch was written for: builds the tiny causal LM of the library
+    module ``LIBRARY`` (``transformers.models.gpt2.modeling_gpt2``: its ``*ForCausalLM`` / ``*LMHeadModel``, from
+    its config class shrunk by :func:`cachemigrate.probe.tiny.tiny_config`), saves its weights, imports PATCH (the
+    import applies the patch), and saves what it computes (:func:`compute`) in DIR.
+``replay PATCH LIBRARY DIR``  on the new runtime: the same model, with the weights of ``record``, patched by PATCH
+    (the migrated one), computes the same and compares with ``record``'s: the generated tokens exactly, the logits
+    of the full forward and the scores of each generation step within ``--atol`` (:data:`ATOL`); the largest
+    differences are reported.
+
+Both print one JSON line. ``patched`` says whether the library class's method was the patch's function while it ran
+(a patch whose import failed to apply would prove nothing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+PROMPT = (2, 5)  # [batch, length]
+NEW_TOKENS = 6
+ATOL = 1e-5  # the cross probe's (cachemigrate.probe.cross): the scores of a step differ in the last bit where a
+# release computes the head on the last position only
+
+
+def library_model(library: str):
+    """(the causal-LM class of the library module, its module)."""
+    from transformers import PreTrainedModel
+
+    module = importlib.import_module(library)
+    found = [
+        value
+        for value in vars(module).values()
+        if isinstance(value, type)
+        and issubclass(value, PreTrainedModel)
+        and value.__module__ == module.__name__
+        and value.__name__.endswith(("ForCausalLM", "LMHeadModel"))
+    ]
+    if not found:
+        raise LookupError(f"{library} defines no *ForCausalLM or *LMHeadModel class to run the patch in")
+    return found[0], module
+
+
+def build(library: str, seed: int):
+    import torch
+
+    from cachemigrate.probe.tiny import tiny_config
+
+    model_class, _ = library_model(library)
+    config = tiny_config(model_class.config_class, attn="eager")
+    torch.manual_seed(seed)
+    return model_class(config).eval(), config
+
+
+def apply_patch(path: str):
+    spec = importlib.util.spec_from_file_location("cachemigrate_patch_under_test", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def patched_methods(library: str, patch) -> list[str]:
+    """``Class.method`` of the library module whose method is now a function of the patch module."""
+    _, module = library_model(library)
+    found = []
+    for name, cls in vars(module).items():
+        if isinstance(cls, type) and cls.__module__ == module.__name__:
+            for attr, value in vars(cls).items():
+                if getattr(value, "__module__", None) == patch.__name__:
+                    found.append(f"{name}.{attr}")
+    return found
+
+
+def compute(model, config, seed: int) -> dict:
+    """The full forward's logits, and greedy generation: tokens and each step's scores (the cache is reused at every
+    step: a patch that drops or misplaces it changes them)."""
+    import torch
+
+    generator = torch.Generator().manual_seed(seed * 1000 + 7)
+    input_ids = torch.randint(1, config.vocab_size, PROMPT, generator=generator)
+    with torch.no_grad():
+        logits = model(input_ids, use_cache=False).logits
+        out = model.generate(
+            input_ids,
+            attention_mask=torch.ones_like(input_ids),
+            max_new_tokens=NEW_TOKENS,
+            do_sample=False,
+            num_beams=1,
+            pad_token_id=config.pad_token_id,
+            output_scores=True,
+            return_dict_in_generate=True,
+        )
+    return {"logits": logits, "tokens": out.sequences, "scores": torch.stack(out.scores)}
+
+
+def record(patch: str, library: str, folder: Path, seed: int) -> dict:
+    import torch
+    import transformers
+
+    model, config = build(library, seed)
+    torch.save(model.state_dict(), folder / "weights.pt")
+    module = apply_patch(patch)
+    torch.save(compute(model, config, seed), folder / "reference.pt")
+    return {"transformers": transformers.__version__, "patched": patched_methods(library, module)}
+
+
+def replay(patch: str, library: str, folder: Path, seed: int, atol: float) -> dict:
+    import torch
+    import transformers
+
+    model, config = build(library, seed)
+    missing, unexpected = model.load_state_dict(torch.load(folder / "weights.pt"), strict=False)
+    module = apply_patch(patch)
+    result = {"transformers": transformers.__version__, "patched": patched_methods(library, module)}
+    result["weights"] = {"missing": list(missing), "unexpected": list(unexpected)}
+    reference = torch.load(folder / "reference.pt")
+    try:
+        got = compute(model, config, seed)
+    # the patch failing on this runtime is the finding (the original patch on a new runtime), not a crash
+    except Exception as exc:  # noqa: BLE001
+        return {**result, "ok": False, "detail": f"{type(exc).__name__}: {exc}"}
+    checks = {}
+    for name in ("logits", "tokens", "scores"):
+        a, b = reference[name], got[name]
+        if a.shape != b.shape:
+            checks[name] = f"shape {tuple(a.shape)} against {tuple(b.shape)}"
+            continue
+        diff = (a.float() - b.float()).abs().max().item() if a.numel() else 0.0
+        exact = name == "tokens"
+        checks[name] = None if (torch.equal(a, b) if exact else diff <= atol) else f"largest difference {diff}"
+        result[f"{name}_max_abs_diff"] = diff
+    failed = {name: why for name, why in checks.items() if why}
+    return {**result, "ok": not failed, "detail": "; ".join(f"{k}: {v}" for k, v in failed.items()) or None}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m cachemigrate.probe.patches")
+    parser.add_argument("mode", choices=("record", "replay"))
+    parser.add_argument("patch")
+    parser.add_argument("library")
+    parser.add_argument("folder", type=Path)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--atol", type=float, default=ATOL)
+    args = parser.parse_args(argv)
+    if args.mode == "record":
+        result = record(args.patch, args.library, args.folder, args.seed)
+    else:
+        result = replay(args.patch, args.library, args.folder, args.seed, args.atol)
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
