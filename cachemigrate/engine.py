@@ -40,7 +40,7 @@ from .edit.past_hook import FixError, fix_past_hooks, why_not as why_not_fixed
 from .proof.leftovers import edited_functions, edited_tops, leftover_diagnostics, unbound_names
 from .facts.outside import explain as explain_outside
 from .facts.patches import refusal_diagnostic as patch_refusal
-from .rules.planning import plan_rules
+from .rules.planning import plan_rules, refused_patches
 from .facts.reach import unreachable_cache
 from .rules.removed import removed_uses
 from .rules.withdrawn import note_withdrawn
@@ -357,6 +357,9 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
     rules = ruleset.for_tier(options.tier)
     options = with_width(options, code)
     plan, matched, found, notes = plan_rules(module, before, rules, era, path, options, locate)
+    refused = refused_patches(found, rules)  # a patch whose contract the era's releases do not agree on
+    if refused:
+        return done("failed", diags=refused)
     plan, suppressed = leave_out(module, plan, code, path)
     try:
         new_module, migrated = _apply_and_prove(module, plan, options, code)

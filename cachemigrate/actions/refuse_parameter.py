@@ -1,7 +1,7 @@
 """``refuse_parameter``: report each function of the rule's role that takes one of ``parameters``; the rule then
 refuses the file. For a contract the era's runtimes do not agree on: a function patched onto a library attention
-written for the ``layer_past`` tuple contract (transformers 4.51 and before) is called with that tuple by some
-releases of era 4.52 and with a Cache by others, so no one rewrite fits the era."""
+written for the ``layer_past`` tuple contract is what releases of era 4.52 (4.51 among them) still call such a class
+with, and a rewrite to the Cache contract would break it there."""
 
 from __future__ import annotations
 

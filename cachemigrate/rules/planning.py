@@ -225,3 +225,10 @@ def _not_applied(rule: Rule, path: str, where: tuple[int, int], why: str) -> Dia
     return Diagnostic(
         path, *where, codes.RULE_NOT_APPLIED, f"{rule.id} ({rule.name}) {why}: expected {expected}{explain}"
     )
+
+
+def refused_patches(found: list[Diagnostic], rules: list[Rule]) -> list[Diagnostic]:
+    """What a refusing rule of role ``patch`` said (CM627: a contract the era's releases do not agree on): the whole
+    reason the file stays as it is, so the tuple uses it leaves are not said again."""
+    ids = {rule.id for rule in rules if rule.role == "patch" and ACTIONS[rule.action].REFUSES}
+    return [d for d in found if d.code in ids]
