@@ -1,0 +1,125 @@
+"""Patches of library classes (cachemigrate/facts/patches.py, rules CM620-CM628): a module-level function set on a
+transformers attention is migrated to the contract of each era's releases.
+
+In process, on transformers 4.51.3: the migrated function, handed a DynamicCache, computes bit for bit what the
+original computes on the (key, value) tuple of the same tensors, and leaves in the cache what the original returned
+as its present. The library model running each patch on its own runtime is tests/test_patches_runtimes.py's.
+"""
+
+from pathlib import Path
+
+import libcst as cst
+import pytest
+
+from cachemigrate.engine import Options, migrate_source
+from cachemigrate.facts.analysis import analyze
+from cachemigrate.facts.patches import find_patches
+from cachemigrate.rules.loader import load_ruleset
+
+REPO = Path(__file__).resolve().parent.parent
+GPT2_FORWARD = REPO / "fixtures" / "patches" / "gpt2_forward"
+PATCH = GPT2_FORWARD / "streaming_attention.py"
+ERAS = ("4.56", "5", "portable")
+OPTIONS = Options(line_length=119)
+
+
+def _migrate(code: str, era: str, path: str = "patch.py"):
+    return migrate_source(code, load_ruleset(era), OPTIONS, path=path)
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_the_gpt2_patch_migrates_for_each_era_to_the_reviewed_output(era):
+    result = _migrate(PATCH.read_text(), era, str(PATCH))
+    assert result.status == "migrated", [str(d) for d in result.diagnostics]
+    expected = GPT2_FORWARD / "migrated" / f"era_{era.replace('.', '_')}.py"
+    assert result.migrated == expected.read_text()
+    assert _migrate(result.migrated, era).status == "clean"  # nothing left to migrate
+
+
+def test_the_patch_target_is_read_off_the_import():
+    module = cst.parse_module(PATCH.read_text())
+    info = analyze(module, load_ruleset("4.56").era.cache_names)
+    [patch] = find_patches(module, info.functions)
+    assert (patch.function, patch.cls, patch.library, patch.role) == (
+        "streaming_attention_forward",
+        "GPT2Attention",
+        "transformers.models.gpt2.modeling_gpt2",
+        "attention",
+    )
+    assert info.roles["patch"] == ["streaming_attention_forward"] and info.roles["consumer"] == []
+
+
+def test_the_same_function_set_on_a_class_of_the_file_is_no_patch():
+    code = PATCH.read_text().replace(
+        "from transformers.models.gpt2.modeling_gpt2 import GPT2Attention\n", "\n\nclass GPT2Attention:\n    pass\n"
+    )
+    result = _migrate(code, "4.56")
+    assert result.status == "failed" and result.migrated == code
+    [diagnostic] = result.diagnostics
+    assignment = code.splitlines().index("GPT2Attention.forward = streaming_attention_forward") + 1
+    assert (diagnostic.code, diagnostic.line) == ("CM916", assignment)
+    assert "`GPT2Attention` is not imported from transformers" in diagnostic.message
+
+
+def test_a_patch_of_a_library_model_is_refused_saying_only_attentions_are_patch_targets():
+    code = PATCH.read_text().replace("GPT2Attention", "GPT2Model")
+    result = _migrate(code, "5")
+    [diagnostic] = result.diagnostics
+    assignment = code.splitlines().index("GPT2Model.forward = streaming_attention_forward") + 1
+    assert (result.status, diagnostic.code, diagnostic.line) == ("failed", "CM916", assignment)
+    assert "(`transformers.models.gpt2.modeling_gpt2.GPT2Model`) that is not an attention" in diagnostic.message
+
+
+def _load(code: str, name: str):
+    import types
+
+    module = types.ModuleType(name)
+    exec(compile(code, name, "exec"), module.__dict__)
+    return module
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_the_migrated_function_on_a_cache_computes_what_the_original_computes_on_the_tuple(era):
+    import torch
+    from transformers import DynamicCache, GPT2Config
+    from transformers.models.gpt2.modeling_gpt2 import GPT2Attention
+
+    forward = GPT2Attention.forward
+    try:  # each module patches the class as it is loaded: load both, then call their functions directly
+        original = _load(PATCH.read_text(), "original_patch").streaming_attention_forward
+        migrated = _load(_migrate(PATCH.read_text(), era).migrated, "migrated_patch").streaming_attention_forward
+    finally:
+        GPT2Attention.forward = forward
+    torch.manual_seed(0)
+    config = GPT2Config(n_embd=32, n_head=4, n_layer=2, attn_pdrop=0.0, resid_pdrop=0.0)
+    attention = GPT2Attention(config, layer_idx=1).eval()
+    past_key, past_value = torch.randn(2, 4, 5, 8), torch.randn(2, 4, 5, 8)
+    hidden = torch.randn(2, 3, 32)
+    cache = DynamicCache()
+    cache.update(torch.randn(2, 4, 5, 8), torch.randn(2, 4, 5, 8), 0)  # layer 0: another layer's past
+    cache.update(past_key.clone(), past_value.clone(), 1)
+    with torch.no_grad():
+        output, present, weights = original(
+            attention, hidden, layer_past=(past_key, past_value), use_cache=True, output_attentions=True
+        )
+        keyword = {"cache": cache} if era != "4.56" else {"past_key_values": cache}  # 5.24+: `cache=`
+        got, got_weights = migrated(attention, hidden, use_cache=True, output_attentions=True, **keyword)
+    assert torch.equal(got, output) and torch.equal(got_weights, weights)
+    assert torch.equal(cache.key_cache[1], present[0]) and torch.equal(cache.value_cache[1], present[1])
+    assert cache.get_seq_length(1) == 8 and cache.get_seq_length(0) == 5  # only its own layer grew
+
+
+def test_the_portable_patch_refuses_a_release_that_still_passes_the_tuple():
+    import torch
+    from transformers import GPT2Config
+    from transformers.models.gpt2.modeling_gpt2 import GPT2Attention
+
+    forward = GPT2Attention.forward
+    try:
+        migrated = _load(_migrate(PATCH.read_text(), "portable").migrated, "portable_patch")
+    finally:
+        GPT2Attention.forward = forward
+    attention = GPT2Attention(GPT2Config(n_embd=32, n_head=4), layer_idx=0)
+    past = (torch.zeros(1, 4, 2, 8), torch.zeros(1, 4, 2, 8))
+    with pytest.raises(TypeError, match="this release passes `layer_past`"):
+        migrated.streaming_attention_forward(attention, torch.zeros(1, 1, 32), layer_past=past, use_cache=True)
