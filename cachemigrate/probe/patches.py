@@ -4,16 +4,16 @@ is compared.
 
 The worker runs in one runtime's interpreter (only torch, transformers and this file; no libcst), one of:
 
-``record PATCH LIBRARY DIR``  on the runtime the patch was written for: builds the tiny causal LM of the library
+``record LIBRARY DIR PATCH``  on the runtime the patch was written for: builds the tiny causal LM of the library
     module ``LIBRARY`` (``transformers.models.gpt2.modeling_gpt2``: its ``*ForCausalLM`` / ``*LMHeadModel``, from
     its config class shrunk by :func:`cachemigrate.probe.tiny.tiny_config`), saves its weights, imports PATCH (the
     import applies the patch), and saves what it computes (:func:`compute`) in DIR.
-``replay PATCH LIBRARY DIR``  on the new runtime: the same model, with the weights of ``record``, patched by PATCH
-    (the migrated one), computes the same and compares with ``record``'s: the generated tokens exactly, the logits
+``replay LIBRARY DIR PATCH...``  on the new runtime: the same model, with the weights of ``record``, patched by each
+    PATCH in turn (the migrated ones; the original too, to show what it does there), computes the same and compares with ``record``'s: the generated tokens exactly, the logits
     of the full forward and the scores of each generation step within ``--atol`` (:data:`ATOL`); the largest
     differences are reported.
 
-Both print one JSON line. ``patched`` says whether the library class's method was the patch's function while it ran
+Both print one JSON line (``replay``: a list, one result per PATCH). ``patched`` says whether the library class's method was the patch's function while it ran
 (a patch whose import failed to apply would prove nothing).
 """
 
@@ -62,6 +62,7 @@ def build(library: str, seed: int):
 
 
 def apply_patch(path: str):
+    """Import the patch module (a fresh module each time: importing it applies the patch again)."""
     spec = importlib.util.spec_from_file_location("cachemigrate_patch_under_test", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
@@ -146,16 +147,16 @@ def replay(patch: str, library: str, folder: Path, seed: int, atol: float) -> di
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m cachemigrate.probe.patches")
     parser.add_argument("mode", choices=("record", "replay"))
-    parser.add_argument("patch")
     parser.add_argument("library")
     parser.add_argument("folder", type=Path)
+    parser.add_argument("patches", nargs="+")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--atol", type=float, default=ATOL)
     args = parser.parse_args(argv)
     if args.mode == "record":
-        result = record(args.patch, args.library, args.folder, args.seed)
+        result = record(args.patches[0], args.library, args.folder, args.seed)
     else:
-        result = replay(args.patch, args.library, args.folder, args.seed, args.atol)
+        result = [{**replay(p, args.library, args.folder, args.seed, args.atol), "patch": p} for p in args.patches]
     print(json.dumps(result))
     return 0
 
