@@ -39,7 +39,7 @@ from .facts.past_hook import past_hooks
 from .edit.past_hook import FixError, fix_past_hooks, why_not as why_not_fixed
 from .proof.leftovers import edited_functions, edited_tops, leftover_diagnostics, unbound_names
 from .facts.outside import explain as explain_outside
-from .facts.patches import refusal_diagnostic as patch_refusal
+from .facts.patches import refusal_diagnostic as patch_refusal, unknown_return
 from .rules.planning import plan_rules, refused_patches
 from .facts.reach import unreachable_cache
 from .rules.removed import removed_uses
@@ -388,6 +388,10 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
     if unbound:
         function, names = unbound
         line, column = locate(before.functions[function].node) if function in before.functions else (1, 1)
+        if function in before.roles["patch"]:  # a present returned in a form no rule rewrites
+            return done(
+                "failed", diags=[Diagnostic(path, line, column, codes.PATCH_TARGET, unknown_return(function, names))]
+            )
         message = (
             f"internal error: after the rules ran, {function} reads {', '.join(f'`{n}`' for n in sorted(names))}, "
             "which nothing binds there any more; the file was left unchanged. This is a bug in a rule: please "

@@ -153,7 +153,9 @@ def test_a_patch_of_the_tuple_contract_is_refused_for_era_452_naming_why(ruleset
 
 
 def test_a_monkeypatched_forward_of_a_class_not_from_transformers_names_what_is_missing(ruleset_452):
-    code = MONKEYPATCH.replace("from transformers.models.gpt2 import modeling_gpt2", "from fastattn import modeling_gpt2")
+    code = MONKEYPATCH.replace(
+        "from transformers.models.gpt2 import modeling_gpt2", "from fastattn import modeling_gpt2"
+    )
     result = _migrate(code, ruleset_452)
     assert result.status == "failed" and result.migrated == code
     [diagnostic] = result.diagnostics

@@ -6,6 +6,7 @@ original computes on the (key, value) tuple of the same tensors, and leaves in t
 as its present. The library model running each patch on its own runtime is tests/test_patches_runtimes.py's.
 """
 
+import types
 from pathlib import Path
 
 import libcst as cst
@@ -19,6 +20,8 @@ from cachemigrate.rules.loader import load_ruleset
 REPO = Path(__file__).resolve().parent.parent
 GPT2_FORWARD = REPO / "fixtures" / "patches" / "gpt2_forward"
 PATCH = GPT2_FORWARD / "streaming_attention.py"
+SUBCLASS = REPO / "fixtures" / "patches" / "attention_subclass" / "recency_attention.py"
+FIXTURES = {"gpt2_forward": PATCH, "attention_subclass": SUBCLASS}
 ERAS = ("4.56", "5", "portable")
 OPTIONS = Options(line_length=119)
 
@@ -27,11 +30,13 @@ def _migrate(code: str, era: str, path: str = "patch.py"):
     return migrate_source(code, load_ruleset(era), OPTIONS, path=path)
 
 
+@pytest.mark.parametrize("fixture", sorted(FIXTURES))
 @pytest.mark.parametrize("era", ERAS)
-def test_the_gpt2_patch_migrates_for_each_era_to_the_reviewed_output(era):
-    result = _migrate(PATCH.read_text(), era, str(PATCH))
+def test_each_patch_migrates_for_each_era_to_the_reviewed_output(era, fixture):
+    path = FIXTURES[fixture]
+    result = _migrate(path.read_text(), era, str(path))
     assert result.status == "migrated", [str(d) for d in result.diagnostics]
-    expected = GPT2_FORWARD / "migrated" / f"era_{era.replace('.', '_')}.py"
+    expected = path.parent / "migrated" / f"era_{era.replace('.', '_')}.py"
     assert result.migrated == expected.read_text()
     assert _migrate(result.migrated, era).status == "clean"  # nothing left to migrate
 
@@ -47,6 +52,12 @@ def test_the_patch_target_is_read_off_the_import():
         "attention",
     )
     assert info.roles["patch"] == ["streaming_attention_forward"] and info.roles["consumer"] == []
+
+
+def test_a_subclass_of_a_library_attention_is_a_patch_where_the_file_stacks_no_layers():
+    module = cst.parse_module(SUBCLASS.read_text())
+    info = analyze(module, load_ruleset("4.56").era.cache_names)
+    assert info.roles["patch"] == ["RecencyBiasedAttention.forward"] and info.roles["attention"] == []
 
 
 def test_the_same_function_set_on_a_class_of_the_file_is_no_patch():
@@ -71,28 +82,38 @@ def test_a_patch_of_a_library_model_is_refused_saying_only_attentions_are_patch_
 
 
 def _load(code: str, name: str):
-    import types
-
     module = types.ModuleType(name)
     exec(compile(code, name, "exec"), module.__dict__)
     return module
 
 
-@pytest.mark.parametrize("era", ERAS)
-def test_the_migrated_function_on_a_cache_computes_what_the_original_computes_on_the_tuple(era):
+def _attentions(fixture: str, code: str, name: str, config):
+    """The attention module of the fixture's code, with layer index 1, its forward the patch's."""
     import torch
-    from transformers import DynamicCache, GPT2Config
     from transformers.models.gpt2.modeling_gpt2 import GPT2Attention
 
     forward = GPT2Attention.forward
-    try:  # each module patches the class as it is loaded: load both, then call their functions directly
-        original = _load(PATCH.read_text(), "original_patch").streaming_attention_forward
-        migrated = _load(_migrate(PATCH.read_text(), era).migrated, "migrated_patch").streaming_attention_forward
+    try:  # a module that patches the class does so as it is loaded: the class is restored, the function is bound
+        module = _load(code, name)
     finally:
         GPT2Attention.forward = forward
-    torch.manual_seed(0)
+    torch.manual_seed(0)  # the same weights in every module built
+    if fixture == "gpt2_forward":
+        attention = GPT2Attention(config, layer_idx=1).eval()
+        return types.MethodType(module.streaming_attention_forward, attention)
+    return module.RecencyBiasedAttention(config, layer_idx=1).eval()
+
+
+@pytest.mark.parametrize("fixture", sorted(FIXTURES))
+@pytest.mark.parametrize("era", ERAS)
+def test_the_migrated_attention_on_a_cache_computes_what_the_original_computes_on_the_tuple(era, fixture):
+    import torch
+    from transformers import DynamicCache, GPT2Config
+
+    code = FIXTURES[fixture].read_text()
     config = GPT2Config(n_embd=32, n_head=4, n_layer=2, attn_pdrop=0.0, resid_pdrop=0.0)
-    attention = GPT2Attention(config, layer_idx=1).eval()
+    original = _attentions(fixture, code, "original_patch", config)
+    migrated = _attentions(fixture, _migrate(code, era).migrated, "migrated_patch", config)
     past_key, past_value = torch.randn(2, 4, 5, 8), torch.randn(2, 4, 5, 8)
     hidden = torch.randn(2, 3, 32)
     cache = DynamicCache()
@@ -100,13 +121,16 @@ def test_the_migrated_function_on_a_cache_computes_what_the_original_computes_on
     cache.update(past_key.clone(), past_value.clone(), 1)
     with torch.no_grad():
         output, present, weights = original(
-            attention, hidden, layer_past=(past_key, past_value), use_cache=True, output_attentions=True
+            hidden, layer_past=(past_key, past_value), use_cache=True, output_attentions=True
         )
         keyword = {"cache": cache} if era != "4.56" else {"past_key_values": cache}  # 5.24+: `cache=`
-        got, got_weights = migrated(attention, hidden, use_cache=True, output_attentions=True, **keyword)
+        got, got_weights = migrated(hidden, use_cache=True, output_attentions=True, **keyword)
+        again, second = migrated(hidden[:, :1], use_cache=True, **keyword)
+        expected, next_present = original(hidden[:, :1], layer_past=present, use_cache=True)[:2]
     assert torch.equal(got, output) and torch.equal(got_weights, weights)
-    assert torch.equal(cache.key_cache[1], present[0]) and torch.equal(cache.value_cache[1], present[1])
-    assert cache.get_seq_length(1) == 8 and cache.get_seq_length(0) == 5  # only its own layer grew
+    assert torch.equal(again, expected) and not isinstance(second, tuple)  # weights (or None), never a present
+    assert torch.equal(cache.key_cache[1], next_present[0]) and torch.equal(cache.value_cache[1], next_present[1])
+    assert cache.get_seq_length(1) == 9 and cache.get_seq_length(0) == 5  # only its own layer grew
 
 
 def test_the_portable_patch_refuses_a_release_that_still_passes_the_tuple():

@@ -39,7 +39,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from ..views.patterns import code_of
 from .model import ClassInfo, FunctionInfo, ModuleInfo  # noqa: F401 (re-exported)
 from .consumers import consumers
-from .patches import patch_functions
+from .patches import library_subclasses, patch_functions
 from .roles import assign_roles
 from ..traverse import findall, parents, walk
 from .uses import (  # noqa: F401 (re-exported: the use kinds and their vocabulary)
@@ -274,6 +274,10 @@ def analyze(module: cst.Module, cache_names: Sequence[str], only: set[str] | Non
     roles["consumer"] = []
     # module-level functions patched onto a library attention: the library's contract, not the file's (facts/patches)
     roles["patch"] = patch_functions(module, structure.functions)
+    if not roles["base_model"]:  # subclasses of a library attention that a library model calls, not the file's
+        swapped = library_subclasses(module, structure.classes)
+        roles["attention"] = [name for name in roles["attention"] if name not in swapped]
+        roles["patch"] += [f"{name}.forward" for name in swapped]
     if not roles["attention"] and not roles["base_model"]:  # no model: functions that edit a past handed to them
         others = {q: fn for q, fn in structure.functions.items() if q not in roles["patch"]}
         roles["consumer"], unproven = consumers(others)

@@ -5,6 +5,9 @@ Such a function is no method of the file: the library class it replaces calls it
 cache comes under, whether that cache is a ``Cache`` the function must ``update(k, v, self.layer_idx)``, what it
 returns) is the library's, and it changes with the release. The rules of role ``patch`` (``rules/<era>/CM6*.toml``)
 migrate the function to the contract of their era; this module only finds which functions are patches of what.
+A class of the file that subclasses a library attention and overrides its ``forward`` (a KV-eviction or
+position-shifting variant that a model swaps in for its own attention: ``block.attn = MyAttention(...)``) is called
+by the library's blocks just the same: its ``forward`` is a patch too, where the file has no layer stack of its own.
 
 The target is known from the file's imports, never from a name alone: ``GPT2Attention`` counts when the file
 imports it from ``transformers`` (or a module of it: ``from transformers.models.gpt2 import modeling_gpt2``), and
@@ -24,7 +27,7 @@ import libcst.matchers as m
 from .. import diagnostics as codes
 from ..diagnostics import Diagnostic
 from ..traverse import findall
-from .model import FunctionInfo, ModuleInfo
+from .model import ClassInfo, FunctionInfo, ModuleInfo
 
 LIBRARY = "transformers"
 # the library's names of its structural roles (the end of a class name): only attentions are patch targets so far
@@ -126,6 +129,25 @@ def patch_functions(module: cst.Module, functions: dict[str, FunctionInfo]) -> l
     return [q for q, fn in functions.items() if fn.cls is None and fn.name in patched and fn.cache_params]
 
 
+def library_subclasses(module: cst.Module, classes: dict[str, ClassInfo]) -> list[str]:
+    """The classes of the file that subclass a library attention (a base imported from transformers whose name ends
+    in ``Attention``) and override its ``forward`` with a cache parameter: the library's blocks call them (a model
+    swaps them in for its own attention), so that forward follows the library's contract, as a patched function
+    does."""
+    names = library_names(module)
+    found = []
+    for cls in classes.values():
+        forward = cls.methods.get("forward")
+        if forward is None or not forward.cache_params:
+            continue
+        for base in cls.bases:
+            library, name = _resolve(base, names)
+            if library is not None and Patch(forward.name, base, name, library, cls).role == "attention":
+                found.append(cls.name)
+                break
+    return found
+
+
 def refusal(module: cst.Module, functions: dict[str, FunctionInfo], function: str) -> tuple[cst.CSTNode, str] | None:
     """(the assignment, why) where the module-level function ``function`` is assigned onto a class that is no
     library attention known from an import; None where it is not assigned onto any class attribute."""
@@ -164,3 +186,16 @@ def refusal_diagnostic(module: cst.Module, info: ModuleInfo, path: str, locate) 
             line, column = locate(node)
             return Diagnostic(path, line, column, codes.PATCH_TARGET, f"{why}; the file was left unchanged")
     return None
+
+
+def unknown_return(function: str, names: set[str]) -> str:
+    """Why a patch is refused whose ``present`` is still read after the rules removed it: it is returned in a form
+    the rules do not rewrite to the library's ``(attn_output, attn_weights)``."""
+    shown = ", ".join(f"`{name}`" for name in sorted(names))
+    return (
+        f"{function} is patched onto a library attention, and after the rules ran it still reads {shown}, the "
+        "present of the `layer_past` contract, in a form the rules do not rewrite: from 4.56 the library's blocks "
+        "unpack `attn_output, attn_weights` from a library attention (its present is the Cache it updated), and this "
+        "patch returns its present some other way; return `attn_output, attn_weights` (or `attn_output, present`, "
+        "`attn_output, present, attn_weights` as the tuple contract does) and run it again; the file was left unchanged"
+    )

@@ -1,4 +1,4 @@
-"""The proof for a patch of a library class (rules CM620-CM628): the LIBRARY model runs with the ORIGINAL patch on
+"""The proof for a patch of a library class (rules CM620-CM629): the LIBRARY model runs with the ORIGINAL patch on
 the old runtime and with the MIGRATED patch on the new one, from the same weights and inputs, and what it computes
 is compared.
 
@@ -7,14 +7,15 @@ The worker runs in one runtime's interpreter (only torch, transformers and this 
 ``record LIBRARY DIR PATCH``  on the runtime the patch was written for: builds the tiny causal LM of the library
     module ``LIBRARY`` (``transformers.models.gpt2.modeling_gpt2``: its ``*ForCausalLM`` / ``*LMHeadModel``, from
     its config class shrunk by :func:`cachemigrate.probe.tiny.tiny_config`), saves its weights, imports PATCH (the
-    import applies the patch), and saves what it computes (:func:`compute`) in DIR.
-``replay LIBRARY DIR PATCH...``  on the new runtime: the same model, with the weights of ``record``, patched by each
-    PATCH in turn (the migrated ones; the original too, to show what it does there), computes the same and compares with ``record``'s: the generated tokens exactly, the logits
-    of the full forward and the scores of each generation step within ``--atol`` (:data:`ATOL`); the largest
-    differences are reported.
+    import applies a patch of a class; ``--apply NAME`` calls the patch module's NAME on the model, a function that
+    swaps the patch's attention into it), and saves what it computes (:func:`compute`) in DIR.
+``replay LIBRARY DIR PATCH...``  on the new runtime: the same model, with the weights of ``record``, patched by
+    each PATCH in turn (the migrated ones; the original too, to show what it does there), computes the same and
+    compares with ``record``'s: the generated tokens exactly, the logits of the full forward and the scores of each
+    generation step within ``--atol`` (:data:`ATOL`); the largest differences are reported.
 
-Both print one JSON line (``replay``: a list, one result per PATCH). ``patched`` says whether the library class's method was the patch's function while it ran
-(a patch whose import failed to apply would prove nothing).
+Both print one JSON line (``replay``: a list, one result per PATCH). ``patched`` says what of the model ran the
+patch's code (a patch that failed to apply would prove nothing).
 """
 
 from __future__ import annotations
@@ -61,17 +62,9 @@ def build(library: str, seed: int):
     return model_class(config).eval(), config
 
 
-def apply_patch(path: str):
-    """Import the patch module (a fresh module each time: importing it applies the patch again)."""
-    spec = importlib.util.spec_from_file_location("cachemigrate_patch_under_test", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def patched_methods(library: str, patch) -> list[str]:
-    """``Class.method`` of the library module whose method is now a function of the patch module."""
+def patched(library: str, patch, model) -> list[str]:
+    """What of the model runs the patch's code: ``Class.method`` of the library module whose method is now a function
+    of the patch module, and ``Class x n`` for the patch's classes swapped into the model (n modules)."""
     _, module = library_model(library)
     found = []
     for name, cls in vars(module).items():
@@ -79,7 +72,21 @@ def patched_methods(library: str, patch) -> list[str]:
             for attr, value in vars(cls).items():
                 if getattr(value, "__module__", None) == patch.__name__:
                     found.append(f"{name}.{attr}")
+    swapped = [type(m).__name__ for m in model.modules() if type(m).__module__ == patch.__name__]
+    found.extend(f"{name} x {swapped.count(name)}" for name in sorted(set(swapped)))
     return found
+
+
+def apply_patch(path: str, model, apply: str | None):
+    """Import the patch module (a fresh module each time: importing it applies a patch of a class again), and with
+    ``apply``, call that function of it on the model (one that swaps the patch's attention into the model)."""
+    spec = importlib.util.spec_from_file_location("cachemigrate_patch_under_test", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    if apply:
+        getattr(module, apply)(model)
+    return module
 
 
 def compute(model, config, seed: int) -> dict:
@@ -104,25 +111,25 @@ def compute(model, config, seed: int) -> dict:
     return {"logits": logits, "tokens": out.sequences, "scores": torch.stack(out.scores)}
 
 
-def record(patch: str, library: str, folder: Path, seed: int) -> dict:
+def record(patch: str, library: str, folder: Path, seed: int, apply: str | None = None) -> dict:
     import torch
     import transformers
 
     model, config = build(library, seed)
     torch.save(model.state_dict(), folder / "weights.pt")
-    module = apply_patch(patch)
+    module = apply_patch(patch, model, apply)
     torch.save(compute(model, config, seed), folder / "reference.pt")
-    return {"transformers": transformers.__version__, "patched": patched_methods(library, module)}
+    return {"transformers": transformers.__version__, "patched": patched(library, module, model)}
 
 
-def replay(patch: str, library: str, folder: Path, seed: int, atol: float) -> dict:
+def replay(patch: str, library: str, folder: Path, seed: int, atol: float, apply: str | None = None) -> dict:
     import torch
     import transformers
 
     model, config = build(library, seed)
     missing, unexpected = model.load_state_dict(torch.load(folder / "weights.pt"), strict=False)
-    module = apply_patch(patch)
-    result = {"transformers": transformers.__version__, "patched": patched_methods(library, module)}
+    module = apply_patch(patch, model, apply)
+    result = {"transformers": transformers.__version__, "patched": patched(library, module, model)}
     result["weights"] = {"missing": list(missing), "unexpected": list(unexpected)}
     reference = torch.load(folder / "reference.pt")
     try:
@@ -152,11 +159,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("patches", nargs="+")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--atol", type=float, default=ATOL)
+    parser.add_argument(
+        "--apply", help="a function of the patch module to call on the model (it swaps in its attention)"
+    )
     args = parser.parse_args(argv)
     if args.mode == "record":
-        result = record(args.patches[0], args.library, args.folder, args.seed)
+        result = record(args.patches[0], args.library, args.folder, args.seed, args.apply)
     else:
-        result = [{**replay(p, args.library, args.folder, args.seed, args.atol), "patch": p} for p in args.patches]
+        result = [
+            {**replay(p, args.library, args.folder, args.seed, args.atol, args.apply), "patch": p}
+            for p in args.patches
+        ]
     print(json.dumps(result))
     return 0
 
