@@ -294,7 +294,9 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
     converters = find_converters(before)
     # legacy converters keep their tuple code after a migration: alone, they leave nothing to migrate
     exempt = {c.qualname for c in converters.values()}
-    if not [use for use in before.legacy_uses() if use.function not in exempt] or before.on_cache_api():
+    legacy = [use for use in before.legacy_uses() if use.function not in exempt]
+    # a patch on the Cache API still follows the library's keyword for it, which changes with the release
+    if (not legacy or before.on_cache_api()) and not before.roles["patch"]:
         return done("clean")
     locate = Locator(module, code)
     closed = unreachable_cache(before)
@@ -409,6 +411,7 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
     if found:
         found = note_withdrawn(found, module, before, ruleset, options, path, locate)
         return done("failed", diags=found, applied=applied)
-    if consumer_file and migrated == code:  # helpers already on the Cache API (their `len(past)` reads are)
+    # helpers already on the Cache API (their `len(past)` reads are), a patch already on its era's keyword
+    if (consumer_file or patch_file) and migrated == code:
         return done("clean")
     return done("migrated", migrated=migrated, diags=notes, applied=applied)

@@ -21,7 +21,9 @@ REPO = Path(__file__).resolve().parent.parent
 GPT2_FORWARD = REPO / "fixtures" / "patches" / "gpt2_forward"
 PATCH = GPT2_FORWARD / "streaming_attention.py"
 SUBCLASS = REPO / "fixtures" / "patches" / "attention_subclass" / "recency_attention.py"
-FIXTURES = {"gpt2_forward": PATCH, "attention_subclass": SUBCLASS}
+LLAMA = REPO / "fixtures" / "patches" / "llama_forward" / "capped_attention.py"
+FIXTURES = {"gpt2_forward": PATCH, "attention_subclass": SUBCLASS}  # the `layer_past` contract
+REVIEWED = {**FIXTURES, "llama_forward": LLAMA}
 ERAS = ("4.56", "5", "portable")
 OPTIONS = Options(line_length=119)
 
@@ -30,10 +32,10 @@ def _migrate(code: str, era: str, path: str = "patch.py"):
     return migrate_source(code, load_ruleset(era), OPTIONS, path=path)
 
 
-@pytest.mark.parametrize("fixture", sorted(FIXTURES))
+@pytest.mark.parametrize("fixture", sorted(REVIEWED))
 @pytest.mark.parametrize("era", ERAS)
 def test_each_patch_migrates_for_each_era_to_the_reviewed_output(era, fixture):
-    path = FIXTURES[fixture]
+    path = REVIEWED[fixture]
     result = _migrate(path.read_text(), era, str(path))
     assert result.status == "migrated", [str(d) for d in result.diagnostics]
     expected = path.parent / "migrated" / f"era_{era.replace('.', '_')}.py"
@@ -147,3 +149,20 @@ def test_the_portable_patch_refuses_a_release_that_still_passes_the_tuple():
     past = (torch.zeros(1, 4, 2, 8), torch.zeros(1, 4, 2, 8))
     with pytest.raises(TypeError, match="this release passes `layer_past`"):
         migrated.streaming_attention_forward(attention, torch.zeros(1, 1, 32), layer_past=past, use_cache=True)
+
+
+def test_a_patch_on_the_cache_api_is_left_for_era_452_and_is_clean_once_migrated():
+    code = LLAMA.read_text()
+    assert _migrate(code, "4.52").status == "clean"  # 4.42-4.53 pass the Cache as `past_key_value`: as written
+    migrated = _migrate(code, "4.56").migrated
+    assert "past_key_value=" not in migrated and _migrate(migrated, "4.56").status == "clean"
+    assert _migrate(migrated, "5").status == "migrated"  # 5.24+ pass it as `cache`: era 5 has more to say
+
+
+def test_a_patch_using_its_cache_as_a_tuple_under_a_keyword_no_release_passed_it_names_the_keyword():
+    code = PATCH.read_text().replace("layer_past", "past")
+    result = _migrate(code, "4.56")
+    [diagnostic] = result.diagnostics
+    assignment = code.splitlines().index("GPT2Attention.forward = streaming_attention_forward") + 1
+    assert (result.status, diagnostic.code, diagnostic.line) == ("failed", "CM916", assignment)
+    assert "takes its cache as `past` used as a tuple" in diagnostic.message

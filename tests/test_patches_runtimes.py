@@ -1,11 +1,14 @@
-"""The proof for a patch of a library class, on the runtimes its eras are for: the LIBRARY model (GPT-2's tiny causal
-LM of transformers; patched by a function set on its attention class, or by a subclass of that attention swapped
-into its blocks) runs greedy generation with the original patch on transformers 4.51.3 (this interpreter) and
-with the patch migrated for era 4.56 on 4.57.6, for era 5 on the newest 5.x, for portable on both, from the same
-weights and prompt (cachemigrate/probe/patches.py, one subprocess per runtime): the tokens are the same, the logits
-of the full forward and the scores of every step agree within the cross probe's tolerance (the largest differences
-are printed). The original patch on those runtimes runs without its past (the cache comes under another keyword and
-its present is taken for the attention weights): its scores differ, silently. Skipped where a runtime is missing."""
+"""The proof for a patch of a library class, on the runtimes its eras are for: the LIBRARY model (the tiny causal LM
+of transformers' GPT-2 or Llama, patched by a function set on its attention class, or by a subclass of that attention
+swapped into its blocks) runs greedy generation with the original patch on transformers 4.51.3 (this interpreter)
+and with the patch migrated for era 4.56 on 4.57.6, for era 5 on the newest 5.x, for portable on both (and on 4.51.3
+where the library passed that patch a Cache already), from the same weights and prompt
+(cachemigrate/probe/patches.py, one subprocess per runtime): the tokens are the same, the logits of the full forward
+and the scores of every step agree within the cross probe's tolerance (the largest differences are printed).
+
+What fails, as it should: the original patch on the new runtimes runs without its past (the cache comes under
+another keyword), silently; so does a patch migrated for era 4.56 on 5.x (`cache=` from 5.24); a portable patch of
+the `layer_past` contract on 4.51.3 raises (that release passes it the tuple). Skipped where a runtime is missing."""
 
 import json
 import os
@@ -22,15 +25,20 @@ from cachemigrate.facts.patches import find_patches, library_names
 from cachemigrate.rules.loader import load_ruleset
 
 REPO = Path(__file__).resolve().parent.parent
-# each patch, and the function of it that swaps its attention into the model (None: importing it patches the class)
+FIXTURES = REPO / "fixtures" / "patches"
+# each patch: the function of it that swaps its attention into the model (None: importing it patches the class), and
+# whether 4.51.3 passed the patched attention a Cache already (then portable runs there too)
 PATCHES = {
-    REPO / "fixtures" / "patches" / "gpt2_forward" / "streaming_attention.py": None,
-    REPO / "fixtures" / "patches" / "attention_subclass" / "recency_attention.py": "use_recency_bias",
+    FIXTURES / "gpt2_forward" / "streaming_attention.py": (None, False),
+    FIXTURES / "attention_subclass" / "recency_attention.py": ("use_recency_bias", False),
+    FIXTURES / "llama_forward" / "capped_attention.py": (None, True),
 }
 RUNTIMES = {
+    "4.51": (sys.executable, ("portable",)),
     "4.57": (os.environ.get("CACHEMIGRATE_TF4576_PYTHON", "/work/venvs/tf4576/bin/python"), ("4.56", "portable")),
     "5": (os.environ.get("CACHEMIGRATE_TF5_PYTHON", "/work/venvs/tf525/bin/python"), ("5", "portable")),
 }
+OLDER = {"5": "4.56"}  # the era before, run there too: it passes the cache as `cache=`, which 4.56's patch ignores
 
 pytestmark = pytest.mark.runtimes
 
@@ -44,6 +52,7 @@ def _worker(python: str, *args: str) -> object:
 
 
 def _library(path: Path) -> str:
+    """The library module of what the file patches, from its import."""
     module = cst.parse_module(path.read_text())
     info = analyze(module, load_ruleset("4.56").era.cache_names)
     patches = find_patches(module, info.functions)
@@ -60,15 +69,23 @@ def _apply(function: str | None) -> list[str]:
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory) -> dict:
-    """Per patch: (its library module, the folder of what the original computed on this runtime)."""
+    """Per patch: (its library module, the folder of what the original computed on 4.51.3)."""
     found = {}
-    for path, apply in PATCHES.items():
+    for path, (apply, _) in PATCHES.items():
         folder = tmp_path_factory.mktemp(path.stem)
         library = _library(path)
         meta = _worker(sys.executable, "record", library, str(folder), str(path), *_apply(apply))
         assert meta["transformers"] == "4.51.3" and meta["patched"], meta
         found[path] = (library, folder)
     return found
+
+
+def _migrated(path: Path, era: str, folder: Path) -> Path:
+    result = migrate_source(path.read_text(), load_ruleset(era), Options(line_length=119), path=str(path))
+    assert result.status == "migrated", [str(d) for d in result.diagnostics]
+    target = folder / f"{path.stem}_{era.replace('.', '_')}.py"
+    target.write_text(result.migrated)
+    return target
 
 
 @pytest.mark.parametrize("runtime", sorted(RUNTIMES))
@@ -79,19 +96,19 @@ def test_the_library_model_with_the_migrated_patch_generates_what_it_did_with_th
     if not Path(python).is_file():
         pytest.skip(f"no transformers {runtime} interpreter at {python}")
     for path, (library, folder) in recorded.items():
-        migrated = []
-        for era in eras:
-            result = migrate_source(path.read_text(), load_ruleset(era), Options(line_length=119), path=str(path))
-            assert result.status == "migrated", [str(d) for d in result.diagnostics]
-            migrated.append(tmp_path / f"{path.stem}_{era.replace('.', '_')}.py")
-            migrated[-1].write_text(result.migrated)
-        results = _worker(
-            python, "replay", library, str(folder), *map(str, migrated), str(path), *_apply(PATCHES[path])
-        )
-        for era, result in zip((*eras, "original"), results):
-            print(path.name, era, runtime, {k: v for k, v in result.items() if k != "patch"})
+        apply, cache_on_451 = PATCHES[path]
+        labels = [*eras, *([OLDER[runtime]] if runtime in OLDER else []), *(["original"] if runtime != "4.51" else [])]
+        files = [path if label == "original" else _migrated(path, label, tmp_path) for label in labels]
+        results = _worker(python, "replay", library, str(folder), *map(str, files), *_apply(apply))
+        by_label = dict(zip(labels, results))
+        for label, result in by_label.items():
+            print(path.name, label, runtime, {k: v for k, v in result.items() if k != "patch"})
             assert result["transformers"].startswith(runtime) and result["patched"], result
             assert result["weights"] == {"missing": [], "unexpected": []}
-        assert [(era, r["detail"]) for era, r in zip(eras, results) if not r["ok"]] == []
-        original = results[-1]
-        assert not original["ok"] and "scores" in original["detail"]  # runs, without its past: silently different
+        if runtime == "4.51" and not cache_on_451:  # this release passes the patch the tuple: refused, loudly
+            assert "this release passes `layer_past`" in by_label["portable"]["detail"]
+            continue
+        assert [(label, by_label[label]["detail"]) for label in eras if not by_label[label]["ok"]] == []
+        for label in ("original", OLDER.get(runtime)):
+            if label in by_label:  # runs without its past, silently: the scores differ
+                assert not by_label[label]["ok"] and "scores" in by_label[label]["detail"], (label, by_label[label])

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 
 
 # `{name|test}` in a pattern: the capture must pass the engine's test (bound as "?test")
-PREDICATES = frozenset({"converter", "no_cache_check", "layer_index", "sequence_axis", "variable"})
+PREDICATES = frozenset({"converter", "no_cache_check", "layer_index", "sequence_axis"})
 
 
 def class_qualifies(info, name: str, methods=(), attributes=(), bases=()) -> bool:

@@ -32,6 +32,11 @@ from .model import ClassInfo, FunctionInfo, ModuleInfo
 LIBRARY = "transformers"
 # the library's names of its structural roles (the end of a class name): only attentions are patch targets so far
 ROLES = (("Attention", "attention"),)
+# The keywords the library's layers have passed an attention its cache under, and what came under each: a patch
+# takes its cache under one of them, as the release it was written for passed it (the rules of role `patch` move it
+# to the keyword of their era). `layer_past` held the (key, value) tuple (GPT-2 and its family up to 4.51); the
+# others a Cache (`past_key_value` 4.36-4.55, `past_key_values` 4.56+, `cache` 5.24+).
+KEYWORDS = {"layer_past": "tuple", "past_key_value": "cache", "past_key_values": "cache", "cache": "cache"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,10 +128,19 @@ def find_patches(module: cst.Module, functions: dict[str, FunctionInfo]) -> list
     return found
 
 
+def known_contract(fn: FunctionInfo) -> bool:
+    """The function takes its cache under a keyword the library passed an attention one (:data:`KEYWORDS`), and uses
+    it as what came under that keyword: a tuple, or a Cache (no tuple use)."""
+    if not fn.cache_params or fn.cache_params[0] not in KEYWORDS:
+        return False
+    return KEYWORDS[fn.cache_params[0]] == "tuple" or not fn.legacy()
+
+
 def patch_functions(module: cst.Module, functions: dict[str, FunctionInfo]) -> list[str]:
-    """The module-level functions with a cache parameter that the file patches onto a library attention."""
+    """The module-level functions with a cache parameter that the file patches onto a library attention, under a
+    contract the rules know (:func:`known_contract`)."""
     patched = {p.function for p in find_patches(module, functions) if p.role == "attention"}
-    return [q for q, fn in functions.items() if fn.cls is None and fn.name in patched and fn.cache_params]
+    return [q for q, fn in functions.items() if fn.cls is None and fn.name in patched and known_contract(fn)]
 
 
 def library_subclasses(module: cst.Module, classes: dict[str, ClassInfo]) -> list[str]:
@@ -138,7 +152,7 @@ def library_subclasses(module: cst.Module, classes: dict[str, ClassInfo]) -> lis
     found = []
     for cls in classes.values():
         forward = cls.methods.get("forward")
-        if forward is None or not forward.cache_params:
+        if forward is None or not known_contract(forward):
             continue
         for base in cls.bases:
             library, name = _resolve(base, names)
@@ -161,6 +175,17 @@ def refusal(module: cst.Module, functions: dict[str, FunctionInfo], function: st
                 "(the keyword its cache comes under, a Cache to update with `self.layer_idx`, what it returns), "
                 "known from the class's import, and this target's contract is unknown; import the class from "
                 f"{LIBRARY} if it is one, else migrate the class this function is set on with its model"
+            )
+        fn = next((f for f in functions.values() if f.cls is None and f.name == function), None)
+        if patch.role == "attention" and fn is not None and fn.cache_params and not known_contract(fn):
+            used = fn.cache_params[0]
+            return patch.node, (
+                f"the function {function} is assigned to `{patch.target}`, a library attention, and takes its cache "
+                f"as `{used}` used as a tuple: the library's layers passed an attention its cache as `layer_past` "
+                "(a (key, value) tuple) or as a Cache (`past_key_value`, `past_key_values`, `cache`), and a patch is "
+                "migrated from the keyword it was called with; this one could never have received a past under that "
+                f"name, so what it was written for is not known: rename `{used}` to the keyword of the release it was "
+                "written for and run it again"
             )
         if patch.role is None:
             return patch.node, (

@@ -108,8 +108,6 @@ def bound_holes(
             values["layers"] = layers[fn.cls]
         names = indices.get(qualname, frozenset())
         values["?layer_index"] = lambda node: isinstance(node, cst.Name) and node.value in names
-        # `{x|variable}`: a name that is a variable, not the constant `None`, `True` or `False`
-        values["?variable"] = lambda node: isinstance(node, cst.Name) and node.value not in ("None", "True", "False")
         return values
 
     return bound

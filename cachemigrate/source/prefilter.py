@@ -19,6 +19,9 @@ the two trees differ. In detail:
   keyword argument of a call that is not ``zip``/``len``/``tuple``... (a builtin that consumes a tuple), a
   ``return``, an element of a tuple/list/set literal that is not a subscript, a key or value of a dict literal,
   a branch of a conditional expression, the whole value of an assignment to plain names, a binding target;
+* a module that patches a class (a top-level function taking a cache set on a class attribute, or a subclass of a
+  class named like an attention overriding ``forward`` with a cache parameter) is never certain: the engine migrates
+  such a patch to the library's keyword for the cache even where it is on the Cache API;
 * anything else is not safe (indexing, unpacking, iterating, ``*x``, arithmetic, ``del``, ``with``, an
   f-string, a comprehension's source...), nor is any ``isinstance(x, Cache)`` guard taken into account (the
   engine excuses code under one; this module does not), nor is a file that ``ast`` cannot parse.
@@ -63,11 +66,36 @@ def nothing_to_migrate(text: str, cache_names: Sequence[str]) -> bool:
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False  # let the engine say what is wrong
     wanted = frozenset(names)
+    if _patches_a_class(tree, wanted):
+        return False  # a patch of a library attention follows the library's keyword, Cache API or not
     for node in ast.walk(tree):
         if isinstance(node, _FUNCTIONS) and wanted.intersection(_parameters(node)):
             if not _function_is_safe(node, wanted):
                 return False
     return True
+
+
+def _patches_a_class(tree: ast.Module, cache_names: frozenset[str]) -> bool:
+    """The module sets a top-level function that takes a cache on a class attribute (``X.forward = f``), or defines
+    a class whose base is named like an attention and whose ``forward`` takes a cache: a patch of a library class
+    (:mod:`cachemigrate.facts.patches`) is migrated to the library's keyword even where it is on the Cache API."""
+    takes = {
+        node.name for node in tree.body if isinstance(node, _FUNCTIONS) and cache_names.intersection(_parameters(node))
+    }
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id in takes:
+            if any(isinstance(target, ast.Attribute) for target in node.targets):
+                return True
+        if isinstance(node, ast.ClassDef) and any(_base_name(base).endswith("Attention") for base in node.bases):
+            for item in node.body:
+                if isinstance(item, _FUNCTIONS) and item.name == "forward":
+                    if cache_names.intersection(_parameters(item)):
+                        return True
+    return False
+
+
+def _base_name(base: ast.expr) -> str:
+    return base.id if isinstance(base, ast.Name) else base.attr if isinstance(base, ast.Attribute) else ""
 
 
 def _parameters(function: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterable[str]:
