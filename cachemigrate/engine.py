@@ -295,8 +295,10 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
     # legacy converters keep their tuple code after a migration: alone, they leave nothing to migrate
     exempt = {c.qualname for c in converters.values()}
     legacy = [use for use in before.legacy_uses() if use.function not in exempt]
-    # a patch on the Cache API still follows the library's keyword for it, which changes with the release
-    if (not legacy or before.on_cache_api()) and not before.roles["patch"]:
+    # functions patched onto a library attention (facts/patches.py): their own rules, the library's contract; a
+    # patch on the Cache API still follows the library's keyword for its cache, which changes with the release
+    patch_file = bool(before.roles["patch"]) and not before.roles["attention"] and not before.roles["base_model"]
+    if (not legacy or before.on_cache_api()) and not patch_file:
         return done("clean")
     locate = Locator(module, code)
     closed = unreachable_cache(before)
@@ -318,8 +320,6 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
         and only_consumers(before)
         and not explain_outside(module, before, before.legacy_uses()[0])
     )
-    # functions patched onto a library attention (facts/patches.py): their own rules, the library's contract
-    patch_file = bool(before.roles["patch"]) and not before.roles["attention"] and not before.roles["base_model"]
     if consumer_file and before.unproven:
         return done("failed", diags=unproven_diagnostics(before.unproven, path, locate))
     if not consumer_file and not patch_file and not before.roles["attention"] and not before.roles["base_model"]:
@@ -391,9 +391,7 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
         function, names = unbound
         line, column = locate(before.functions[function].node) if function in before.functions else (1, 1)
         if function in before.roles["patch"]:  # a present returned in a form no rule rewrites
-            return done(
-                "failed", diags=[Diagnostic(path, line, column, codes.PATCH_TARGET, unknown_return(function, names))]
-            )
+            return done("failed", diags=[unknown_return(function, names, path, (line, column))])
         message = (
             f"internal error: after the rules ran, {function} reads {', '.join(f'`{n}`' for n in sorted(names))}, "
             "which nothing binds there any more; the file was left unchanged. This is a bug in a rule: please "

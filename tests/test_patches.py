@@ -166,3 +166,13 @@ def test_a_patch_using_its_cache_as_a_tuple_under_a_keyword_no_release_passed_it
     assignment = code.splitlines().index("GPT2Attention.forward = streaming_attention_forward") + 1
     assert (result.status, diagnostic.code, diagnostic.line) == ("failed", "CM916", assignment)
     assert "takes its cache as `past` used as a tuple" in diagnostic.message
+
+
+def test_a_present_returned_in_a_form_no_rule_rewrites_is_refused_at_the_patch_not_as_an_internal_error():
+    code = PATCH.read_text()
+    tail = "    outputs = (attn_output, present)\n    if output_attentions:\n        outputs += (weights,)\n    return outputs\n"
+    code = code.replace(tail, '    return {"output": attn_output, "present": present}\n')
+    result = _migrate(code, "4.56")
+    [diagnostic] = result.diagnostics
+    assert (result.status, diagnostic.code, diagnostic.line) == ("failed", "CM916", 12)  # the patch's `def`
+    assert "it still reads `present`, the present of the `layer_past` contract" in diagnostic.message

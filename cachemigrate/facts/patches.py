@@ -213,14 +213,19 @@ def refusal_diagnostic(module: cst.Module, info: ModuleInfo, path: str, locate) 
     return None
 
 
-def unknown_return(function: str, names: set[str]) -> str:
+def unknown_return(function: str, names: set[str], path: str, where: tuple[int, int]) -> Diagnostic:
     """Why a patch is refused whose ``present`` is still read after the rules removed it: it is returned in a form
     the rules do not rewrite to the library's ``(attn_output, attn_weights)``."""
     shown = ", ".join(f"`{name}`" for name in sorted(names))
-    return (
-        f"{function} is patched onto a library attention, and after the rules ran it still reads {shown}, the "
-        "present of the `layer_past` contract, in a form the rules do not rewrite: from 4.56 the library's blocks "
-        "unpack `attn_output, attn_weights` from a library attention (its present is the Cache it updated), and this "
-        "patch returns its present some other way; return `attn_output, attn_weights` (or `attn_output, present`, "
-        "`attn_output, present, attn_weights` as the tuple contract does) and run it again; the file was left unchanged"
+    return Diagnostic(
+        path,
+        *where,
+        codes.PATCH_TARGET,
+        (
+            f"{function} is patched onto a library attention, and after the rules ran it still reads {shown}, the "
+            "present of the `layer_past` contract, in a form the rules do not rewrite: from 4.56 the library's blocks "
+            "unpack `attn_output, attn_weights` from a library attention (its present is the Cache it updated), and this "
+            "patch returns its present some other way; return `attn_output, attn_weights` (or `attn_output, present`, "
+            "`attn_output, present, attn_weights` as the tuple contract does) and run it again; the file was left unchanged"
+        ),
     )
