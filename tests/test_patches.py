@@ -176,3 +176,12 @@ def test_a_present_returned_in_a_form_no_rule_rewrites_is_refused_at_the_patch_n
     [diagnostic] = result.diagnostics
     assert (result.status, diagnostic.code, diagnostic.line) == ("failed", "CM916", 12)  # the patch's `def`
     assert "it still reads `present`, the present of the `layer_past` contract" in diagnostic.message
+
+
+def test_the_probe_finds_the_library_model_of_each_patch_and_the_function_that_swaps_a_subclass_in():
+    from cachemigrate.probe.patch_cross import patch_target
+
+    assert patch_target(PATCH) == ("transformers.models.gpt2.modeling_gpt2", None)
+    assert patch_target(SUBCLASS) == ("transformers.models.gpt2.modeling_gpt2", "use_recency_bias")
+    assert patch_target(LLAMA) == ("transformers.models.llama.modeling_llama", None)
+    assert patch_target(REPO / "fixtures" / "4.52" / "full" / "before.py") is None  # a model file: the usual probe

@@ -112,3 +112,18 @@ def test_the_library_model_with_the_migrated_patch_generates_what_it_did_with_th
         for label in ("original", OLDER.get(runtime)):
             if label in by_label:  # runs without its past, silently: the scores differ
                 assert not by_label[label]["ok"] and "scores" in by_label[label]["detail"], (label, by_label[label])
+
+
+def test_cachemigrate_probe_across_runtimes_runs_the_library_model_with_each_patch(tmp_path):
+    python = RUNTIMES["4.57"][0]
+    if not Path(python).is_file():
+        pytest.skip(f"no transformers 4.57 interpreter at {python}")
+    path = FIXTURES / "gpt2_forward" / "streaming_attention.py"
+    command = [sys.executable, "-m", "cachemigrate", "probe", str(path), str(_migrated(path, "4.56", tmp_path))]
+    command += ["--original-python", sys.executable, "--migrated-python", python]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "original on transformers 4.51.3, migrated on transformers 4.57.6" in done.stdout
+    assert "the library model patched: GPT2Attention.forward" in done.stdout
+    assert "probe: 3 passed, 0 skipped, 0 diverged" in done.stdout

@@ -162,6 +162,28 @@ def library_subclasses(module: cst.Module, classes: dict[str, ClassInfo]) -> lis
     return found
 
 
+def probe_target(module: cst.Module, info: ModuleInfo) -> tuple[str, str | None] | None:
+    """(the library module a probe builds the model of, the module-level function that swaps the patch's attention
+    into that model, or None where importing the file patches the class) for a file of patches; None otherwise."""
+    names = library_names(module)
+    for patch in find_patches(module, info.functions):
+        if patch.function in {info.functions[q].name for q in info.roles["patch"] if q in info.functions}:
+            return patch.library, None
+    for qualname in info.roles["patch"]:
+        cls = info.classes.get(qualname.split(".")[0])
+        if cls is None:
+            continue
+        library = next((lib for base in cls.bases for lib, _ in [_resolve(base, names)] if lib), None)
+        swaps = [
+            fn.name
+            for fn in info.functions.values()
+            if fn.cls is None and findall(fn.node, m.Call(func=m.Name(cls.name)))
+        ]
+        if library:
+            return library, (swaps[0] if swaps else None)
+    return None
+
+
 def refusal(module: cst.Module, functions: dict[str, FunctionInfo], function: str) -> tuple[cst.CSTNode, str] | None:
     """(the assignment, why) where the module-level function ``function`` is assigned onto a class that is no
     library attention known from an import; None where it is not assigned onto any class attribute."""

@@ -148,7 +148,8 @@ def replay(patch: str, library: str, folder: Path, seed: int, atol: float, apply
         checks[name] = None if (torch.equal(a, b) if exact else diff <= atol) else f"largest difference {diff}"
         result[f"{name}_max_abs_diff"] = diff
     failed = {name: why for name, why in checks.items() if why}
-    return {**result, "ok": not failed, "detail": "; ".join(f"{k}: {v}" for k, v in failed.items()) or None}
+    detail = "; ".join(f"{k}: {v}" for k, v in failed.items()) or None
+    return {**result, "ok": not failed, "detail": detail, "checks": checks}
 
 
 def main(argv: list[str] | None = None) -> int:
