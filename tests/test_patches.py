@@ -185,3 +185,18 @@ def test_the_probe_finds_the_library_model_of_each_patch_and_the_function_that_s
     assert patch_target(SUBCLASS) == ("transformers.models.gpt2.modeling_gpt2", "use_recency_bias")
     assert patch_target(LLAMA) == ("transformers.models.llama.modeling_llama", None)
     assert patch_target(REPO / "fixtures" / "4.52" / "full" / "before.py") is None  # a model file: the usual probe
+
+
+@pytest.mark.parametrize("fixture", sorted(FIXTURES))
+def test_a_patch_of_the_tuple_contract_is_refused_for_era_452_at_its_def(fixture):
+    code = FIXTURES[fixture].read_text()
+    result = _migrate(code, "4.52")
+    [diagnostic] = result.diagnostics
+    line = next(
+        i for i, text in enumerate(code.splitlines(), 1) if text.lstrip().startswith("def ") and "orward" in text
+    )
+    assert (result.status, result.migrated, diagnostic.code, diagnostic.line) == ("failed", code, "CM627", line)
+    assert (
+        "takes `layer_past`" in diagnostic.message
+        and "migrate it with --era 4.56, 5 or portable" in diagnostic.message
+    )
