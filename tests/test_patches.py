@@ -22,7 +22,10 @@ GPT2_FORWARD = REPO / "fixtures" / "patches" / "gpt2_forward"
 PATCH = GPT2_FORWARD / "streaming_attention.py"
 SUBCLASS = REPO / "fixtures" / "patches" / "attention_subclass" / "recency_attention.py"
 LLAMA = REPO / "fixtures" / "patches" / "llama_forward" / "capped_attention.py"
-FIXTURES = {"gpt2_forward": PATCH, "attention_subclass": SUBCLASS}  # the `layer_past` contract
+ASSIGNED = REPO / "fixtures" / "patches" / "class_assignment" / "tempered_attention.py"
+# the `layer_past` contract: a function set on the class, a subclass swapped into the blocks, a subclass set in the
+# library module in place of the class
+FIXTURES = {"gpt2_forward": PATCH, "attention_subclass": SUBCLASS, "class_assignment": ASSIGNED}
 REVIEWED = {**FIXTURES, "llama_forward": LLAMA}
 ERAS = ("4.56", "5", "portable")
 OPTIONS = Options(line_length=119)
@@ -89,21 +92,29 @@ def _load(code: str, name: str):
     return module
 
 
+# the attention class each fixture's forward runs in, built from the loaded module
+ATTENTIONS = {
+    "gpt2_forward": lambda module, library: library,
+    "attention_subclass": lambda module, library: module.RecencyBiasedAttention,
+    "class_assignment": lambda module, library: module.TemperedAttention,
+}
+
+
 def _attentions(fixture: str, code: str, name: str, config):
     """The attention module of the fixture's code, with layer index 1, its forward the patch's."""
     import torch
-    from transformers.models.gpt2.modeling_gpt2 import GPT2Attention
+    from transformers.models.gpt2 import modeling_gpt2
 
-    forward = GPT2Attention.forward
-    try:  # a module that patches the class does so as it is loaded: the class is restored, the function is bound
+    library, forward = modeling_gpt2.GPT2Attention, modeling_gpt2.GPT2Attention.forward
+    try:  # a module patches the class, or replaces it, as it is loaded: both are restored, the function is bound
         module = _load(code, name)
     finally:
-        GPT2Attention.forward = forward
+        modeling_gpt2.GPT2Attention, library.forward = library, forward
     torch.manual_seed(0)  # the same weights in every module built
+    attention = ATTENTIONS[fixture](module, library)(config, layer_idx=1).eval()
     if fixture == "gpt2_forward":
-        attention = GPT2Attention(config, layer_idx=1).eval()
         return types.MethodType(module.streaming_attention_forward, attention)
-    return module.RecencyBiasedAttention(config, layer_idx=1).eval()
+    return attention
 
 
 @pytest.mark.parametrize("fixture", sorted(FIXTURES))
@@ -122,14 +133,13 @@ def test_the_migrated_attention_on_a_cache_computes_what_the_original_computes_o
     cache.update(torch.randn(2, 4, 5, 8), torch.randn(2, 4, 5, 8), 0)  # layer 0: another layer's past
     cache.update(past_key.clone(), past_value.clone(), 1)
     with torch.no_grad():
-        output, present, weights = original(
-            hidden, layer_past=(past_key, past_value), use_cache=True, output_attentions=True
-        )
+        first = original(hidden, layer_past=(past_key, past_value), use_cache=True, output_attentions=True)
         keyword = {"cache": cache} if era != "4.56" else {"past_key_values": cache}  # 5.24+: `cache=`
         got, got_weights = migrated(hidden, use_cache=True, output_attentions=True, **keyword)
         again, second = migrated(hidden[:, :1], use_cache=True, **keyword)
-        expected, next_present = original(hidden[:, :1], layer_past=present, use_cache=True)[:2]
-    assert torch.equal(got, output) and torch.equal(got_weights, weights)
+        expected, next_present = original(hidden[:, :1], layer_past=first[1], use_cache=True)[:2]
+    assert torch.equal(got, first[0])
+    assert torch.equal(got_weights, first[2]) if len(first) == 3 else got_weights is None  # weights when returned
     assert torch.equal(again, expected) and not isinstance(second, tuple)  # weights (or None), never a present
     assert torch.equal(cache.key_cache[1], next_present[0]) and torch.equal(cache.value_cache[1], next_present[1])
     assert cache.get_seq_length(1) == 9 and cache.get_seq_length(0) == 5  # only its own layer grew
@@ -184,6 +194,7 @@ def test_the_probe_finds_the_library_model_of_each_patch_and_the_function_that_s
     assert patch_target(PATCH) == ("transformers.models.gpt2.modeling_gpt2", None)
     assert patch_target(SUBCLASS) == ("transformers.models.gpt2.modeling_gpt2", "use_recency_bias")
     assert patch_target(LLAMA) == ("transformers.models.llama.modeling_llama", None)
+    assert patch_target(ASSIGNED) == ("transformers.models.gpt2.modeling_gpt2", None)  # importing it sets the class
     assert patch_target(REPO / "fixtures" / "4.52" / "full" / "before.py") is None  # a model file: the usual probe
 
 

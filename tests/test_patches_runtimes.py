@@ -1,6 +1,6 @@
 """The proof for a patch of a library class, on the runtimes its eras are for: the LIBRARY model (the tiny causal LM
-of transformers' GPT-2 or Llama, patched by a function set on its attention class, or by a subclass of that attention
-swapped into its blocks) runs greedy generation with the original patch on transformers 4.51.3 (this interpreter)
+of transformers' GPT-2 or Llama, patched by a function set on its attention class, by a subclass of that attention
+swapped into its blocks, or by one set in the library module in place of the class) runs greedy generation with the original patch on transformers 4.51.3 (this interpreter)
 and with the patch migrated for era 4.56 on 4.57.6, for era 5 on the newest 5.x, for portable on both (and on 4.51.3
 where the library passed that patch a Cache already), from the same weights and prompt
 (cachemigrate/probe/patches.py, one subprocess per runtime): the tokens are the same, the logits of the full forward
@@ -16,22 +16,20 @@ import subprocess
 import sys
 from pathlib import Path
 
-import libcst as cst
 import pytest
 
 from cachemigrate.engine import Options, migrate_source
-from cachemigrate.facts.analysis import analyze
-from cachemigrate.facts.patches import find_patches, library_names
+from cachemigrate.probe.patch_cross import patch_target
 from cachemigrate.rules.loader import load_ruleset
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "fixtures" / "patches"
-# each patch: the function of it that swaps its attention into the model (None: importing it patches the class), and
-# whether 4.51.3 passed the patched attention a Cache already (then portable runs there too)
+# each patch, and whether 4.51.3 passed the patched attention a Cache already (then portable runs there too)
 PATCHES = {
-    FIXTURES / "gpt2_forward" / "streaming_attention.py": (None, False),
-    FIXTURES / "attention_subclass" / "recency_attention.py": ("use_recency_bias", False),
-    FIXTURES / "llama_forward" / "capped_attention.py": (None, True),
+    FIXTURES / "gpt2_forward" / "streaming_attention.py": False,
+    FIXTURES / "attention_subclass" / "recency_attention.py": False,
+    FIXTURES / "class_assignment" / "tempered_attention.py": False,
+    FIXTURES / "llama_forward" / "capped_attention.py": True,
 }
 RUNTIMES = {
     "4.51": (sys.executable, ("portable",)),
@@ -51,32 +49,20 @@ def _worker(python: str, *args: str) -> object:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def _library(path: Path) -> str:
-    """The library module of what the file patches, from its import."""
-    module = cst.parse_module(path.read_text())
-    info = analyze(module, load_ruleset("4.56").era.cache_names)
-    patches = find_patches(module, info.functions)
-    if patches:
-        return patches[0].library
-    [swapped] = info.roles["patch"]  # a subclass of a library attention: the module of its base
-    base = info.classes[swapped.split(".")[0]].bases[0]
-    return library_names(module)[base].rpartition(".")[0]
-
-
 def _apply(function: str | None) -> list[str]:
     return ["--apply", function] if function else []
 
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory) -> dict:
-    """Per patch: (its library module, the folder of what the original computed on 4.51.3)."""
+    """Per patch: (its library module, its swap function, the folder of what the original computed on 4.51.3)."""
     found = {}
-    for path, (apply, _) in PATCHES.items():
+    for path in PATCHES:
         folder = tmp_path_factory.mktemp(path.stem)
-        library = _library(path)
+        library, apply = patch_target(path)  # what the probe reads off the file: the library module, a swap function
         meta = _worker(sys.executable, "record", library, str(folder), str(path), *_apply(apply))
         assert meta["transformers"] == "4.51.3" and meta["patched"], meta
-        found[path] = (library, folder)
+        found[path] = (library, apply, folder)
     return found
 
 
@@ -95,8 +81,8 @@ def test_the_library_model_with_the_migrated_patch_generates_what_it_did_with_th
     python, eras = RUNTIMES[runtime]
     if not Path(python).is_file():
         pytest.skip(f"no transformers {runtime} interpreter at {python}")
-    for path, (library, folder) in recorded.items():
-        apply, cache_on_451 = PATCHES[path]
+    for path, (library, apply, folder) in recorded.items():
+        cache_on_451 = PATCHES[path]
         labels = [*eras, *([OLDER[runtime]] if runtime in OLDER else []), *(["original"] if runtime != "4.51" else [])]
         files = [path if label == "original" else _migrated(path, label, tmp_path) for label in labels]
         results = _worker(python, "replay", library, str(folder), *map(str, files), *_apply(apply))

@@ -6,9 +6,10 @@ The worker runs in one runtime's interpreter (only torch, transformers and this 
 
 ``record LIBRARY DIR PATCH``  on the runtime the patch was written for: builds the tiny causal LM of the library
     module ``LIBRARY`` (``transformers.models.gpt2.modeling_gpt2``: its ``*ForCausalLM`` / ``*LMHeadModel``, from
-    its config class shrunk by :func:`cachemigrate.probe.tiny.tiny_config`), saves its weights, imports PATCH (the
-    import applies a patch of a class; ``--apply NAME`` calls the patch module's NAME on the model, a function that
-    swaps the patch's attention into it), and saves what it computes (:func:`compute`) in DIR.
+    its config class shrunk by :func:`cachemigrate.probe.tiny.tiny_config`) once PATCH is imported (the import
+    patches a class, or sets one in the library module), calls the patch module's NAME on it with ``--apply NAME``
+    (a function that swaps the patch's attention in), and saves its weights and what it computes (:func:`compute`)
+    in DIR.
 ``replay LIBRARY DIR PATCH...``  on the new runtime: the same model, with the weights of ``record``, patched by
     each PATCH in turn (the migrated ones; the original too, to show what it does there), computes the same and
     compares with ``record``'s: the generated tokens exactly, the logits of the full forward and the scores of each
@@ -77,16 +78,24 @@ def patched(library: str, patch, model) -> list[str]:
     return found
 
 
-def apply_patch(path: str, model, apply: str | None):
-    """Import the patch module (a fresh module each time: importing it applies a patch of a class again), and with
-    ``apply``, call that function of it on the model (one that swaps the patch's attention into the model)."""
+def import_patch(path: str):
+    """Import the patch module (a fresh module each time: importing it patches the class again, or sets its class
+    in the library module, before the model is built)."""
     spec = importlib.util.spec_from_file_location("cachemigrate_patch_under_test", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
+    return module
+
+
+def patched_model(path: str, library: str, seed: int, apply: str | None):
+    """(the patch module, the tiny model built once it is imported, its config); with ``apply``, that function of the
+    patch module is called on the model (it swaps the patch's attention into it)."""
+    module = import_patch(path)
+    model, config = build(library, seed)
     if apply:
         getattr(module, apply)(model)
-    return module
+    return module, model, config
 
 
 def compute(model, config, seed: int) -> dict:
@@ -115,9 +124,8 @@ def record(patch: str, library: str, folder: Path, seed: int, apply: str | None 
     import torch
     import transformers
 
-    model, config = build(library, seed)
+    module, model, config = patched_model(patch, library, seed, apply)
     torch.save(model.state_dict(), folder / "weights.pt")
-    module = apply_patch(patch, model, apply)
     torch.save(compute(model, config, seed), folder / "reference.pt")
     return {"transformers": transformers.__version__, "patched": patched(library, module, model)}
 
@@ -126,9 +134,8 @@ def replay(patch: str, library: str, folder: Path, seed: int, atol: float, apply
     import torch
     import transformers
 
-    model, config = build(library, seed)
+    module, model, config = patched_model(patch, library, seed, apply)
     missing, unexpected = model.load_state_dict(torch.load(folder / "weights.pt"), strict=False)
-    module = apply_patch(patch, model, apply)
     result = {"transformers": transformers.__version__, "patched": patched(library, module, model)}
     result["weights"] = {"missing": list(missing), "unexpected": list(unexpected)}
     reference = torch.load(folder / "reference.pt")
