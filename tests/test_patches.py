@@ -211,3 +211,24 @@ def test_a_patch_of_the_tuple_contract_is_refused_for_era_452_at_its_def(fixture
         "takes `layer_past`" in diagnostic.message
         and "migrate it with --era 4.56, 5 or portable" in diagnostic.message
     )
+
+
+@pytest.mark.parametrize(
+    "imports, target",
+    [
+        ("import transformers.models.gpt2.modeling_gpt2 as mg", "mg.GPT2Attention"),
+        ("import transformers.models.gpt2.modeling_gpt2", "transformers.models.gpt2.modeling_gpt2.GPT2Attention"),
+        ("from transformers.models.gpt2.modeling_gpt2 import GPT2Attention as Base", "Base"),
+    ],
+)
+def test_the_target_class_is_resolved_through_each_spelling_of_its_import(imports, target):
+    code = PATCH.read_text().replace("from transformers.models.gpt2.modeling_gpt2 import GPT2Attention", imports)
+    code = code.replace("GPT2Attention.forward = ", f"{target}.forward = ")
+    module = cst.parse_module(code)
+    [patch] = find_patches(module, analyze(module, load_ruleset("4.56").era.cache_names).functions)
+    assert (patch.library, patch.cls, patch.role) == (
+        "transformers.models.gpt2.modeling_gpt2",
+        "GPT2Attention",
+        "attention",
+    )
+    assert _migrate(code, "4.56").status == "migrated"
