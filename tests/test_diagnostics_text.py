@@ -149,7 +149,9 @@ def test_a_patch_of_the_tuple_contract_is_refused_for_era_452_naming_why(ruleset
     assert result.status == "failed" and result.migrated == MONKEYPATCH
     [diagnostic] = result.diagnostics
     assert (diagnostic.code, diagnostic.line) == ("CM627", 6)
-    assert "fast_forward stands in for the `forward` of a library attention and takes `layer_past`" in diagnostic.message
+    assert (
+        "fast_forward stands in for the `forward` of a library attention and takes `layer_past`" in diagnostic.message
+    )
 
 
 def test_a_monkeypatched_forward_of_a_class_not_from_transformers_names_what_is_missing(ruleset_452):
