@@ -223,4 +223,3 @@ def _takes_part(own_info: ModuleInfo, info: ModuleInfo) -> bool:
     legacy use, yet the rules thread the layer index through it)."""
     roles = {name for role, names in info.roles.items() if role != "consumer" for name in names}
     return bool(roles & set(own_info.classes) & {f.cls for f in own_info.functions.values()})
-
