@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import time
+from pathlib import Path
 
 import libcst as cst
 
@@ -42,15 +43,19 @@ def _refusal(members: list[pkg.Member], info: ModuleInfo | None) -> Diagnostic |
     """Why the package cannot be analysed as one model, at the import or class that causes it; None if it can."""
     cycle = pkg.import_cycle(members)
     if cycle:
-        chain = " -> ".join([cycle[0][0].name] + [f"{next_of(cycle, i)}" for i in range(len(cycle))])
+        steps = [
+            f"{member.name}:{Locator(member.module, member.code)(node)[0]} imports {_imported(cycle, i)}"
+            for i, (member, node) in enumerate(cycle)
+        ]
         member, node = cycle[-1]
         return _at(
             member,
             node,
             codes.PACKAGE,
-            f"the package's modules import each other in a cycle ({chain}): the tool analyses each module after the "
-            "modules it imports and cannot order these, so it cannot tell which module's classes the others build; "
-            "the package was left unchanged (import one of them inside a function, or merge them)",
+            f"the package's modules import each other in a cycle ({', '.join(steps)}): the tool analyses each "
+            "module after the modules it imports and cannot order these, so it cannot tell which module's classes "
+            "the others build; the package was left unchanged (import one of them inside a function, or merge "
+            "them)",
         )
     twice = pkg.defined_twice(members)
     if twice:
@@ -68,12 +73,12 @@ def _refusal(members: list[pkg.Member], info: ModuleInfo | None) -> Diagnostic |
         outside = pkg.handed_outside(info, members)
         if outside and not info.roles["base_model"]:
             member, cls, built, node = outside
-            source = member.outside[built.split(".")[0]][0]
+            source = member.outside[built][0]
             return _at(
                 member,
                 node,
                 codes.PACKAGE,
-                f"{cls} hands its cache to a {built}, which {member.name} imports from `{source}`, outside the "
+                f"{cls}, built from {built}, which {member.name} imports from `{source}`, outside the "
                 f"package: the code that reads the cache as a tuple is not in the package, so the model cannot hand "
                 f"that module a Cache; the package was left unchanged (put {built} in the package's folder, or "
                 "migrate the module it comes from first)",
@@ -81,10 +86,9 @@ def _refusal(members: list[pkg.Member], info: ModuleInfo | None) -> Diagnostic |
     return None
 
 
-def next_of(cycle, index: int) -> str:
-    """The module the ``index``-th import of a cycle imports (``from .b import X`` -> ``b.py``)."""
-    following = cycle[(index + 1) % len(cycle)][0]
-    return following.name
+def _imported(cycle, index: int) -> str:
+    """The module the ``index``-th import of a cycle imports (``from .b import X``: ``b``)."""
+    return cycle[(index + 1) % len(cycle)][0].stem
 
 
 def migrate_package(sources: dict[str, str], ruleset: RuleSet, options: Options | None = None) -> list[FileResult]:
@@ -99,6 +103,16 @@ def migrate_package(sources: dict[str, str], ruleset: RuleSet, options: Options 
         by_path: dict[str, list] = {path: [] for path in sources}
         for diagnostic in diags:
             by_path.setdefault(diagnostic.path, []).append(diagnostic)
+        blamed = [d for d in sorted(diags) if d.code != codes.WITH_SIBLINGS]
+        if status in ("failed", "error") and blamed:  # the modules not to blame say why they were left as well
+            first = blamed[0]
+            why = (
+                f"left unchanged with its package: a package is migrated all or none, and {Path(first.path).name}"
+                f":{first.line} could not be migrated ({first.code})"
+            )
+            for path, found in by_path.items():
+                if not found:
+                    found.append(Diagnostic(path, 1, 1, codes.PACKAGE, why))
         return [
             FileResult(
                 path,

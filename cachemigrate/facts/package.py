@@ -151,11 +151,14 @@ def in_import_order(members: list[Member]) -> list[Member]:
     return ordered
 
 
-def _resolve(name: str, member: Member) -> str:
+def _resolve(name: str, member: Member, package: set[str] = frozenset()) -> str:
     """The class a name of ``member``'s code stands for: a sibling's class imported under another name
-    (``Attn``), or reached through a sibling module (``attention.SelfAttention``)."""
+    (``Attn``), or reached through a sibling module (``attention.SelfAttention``). A name imported from outside the
+    package that a module of the package also defines stands for the outside one (``mylib.SelfAttention``)."""
     if name in member.names:
         return member.names[name]
+    if name in member.outside and name in package:
+        return f"{member.outside[name][0]}.{name}"
     head, _, rest = name.partition(".")
     if rest and head in member.modules:
         return rest
@@ -168,11 +171,12 @@ def _resolve_class(cls, member: Member, defined: dict[str, set[str]]) -> None:
     cls.imported = {alias: name for alias, name in member.names.items() if alias != name}
     for alias, stem in member.modules.items():
         cls.imported.update({f"{alias}.{name}": name for name in defined.get(stem, ())})
-    cls.bases = [_resolve(b, member) for b in cls.bases]
-    cls.submodules = {a: _resolve(c, member) for a, c in cls.submodules.items()}
-    cls.choices = {a: [_resolve(c, member) for c in cs] for a, cs in cls.choices.items()}
-    cls.module_lists = {a: _resolve(c, member) for a, c in cls.module_lists.items()}
-    cls.class_aliases = {a: [_resolve(c, member) for c in cs] for a, cs in cls.class_aliases.items()}
+    package = set().union(*defined.values())
+    cls.bases = [_resolve(b, member, package) for b in cls.bases]
+    cls.submodules = {a: _resolve(c, member, package) for a, c in cls.submodules.items()}
+    cls.choices = {a: [_resolve(c, member, package) for c in cs] for a, cs in cls.choices.items()}
+    cls.module_lists = {a: _resolve(c, member, package) for a, c in cls.module_lists.items()}
+    cls.class_aliases = {a: [_resolve(c, member, package) for c in cs] for a, cs in cls.class_aliases.items()}
 
 
 def owners(members: list[Member]) -> dict[str, Member]:
@@ -233,7 +237,7 @@ def member_info(info: ModuleInfo, member: Member) -> ModuleInfo:
 
 
 def handed_outside(info: ModuleInfo, members: list[Member]) -> tuple[Member, str, str, cst.CSTNode] | None:
-    """(member, class, the class it builds, that class's import) for a class that hands its cache to
+    """(member, what hands the cache on, the class it builds, that class's import) for a class that hands it to
     ``self.<attr>(...)`` built from a class the package imports from outside: the code that reads the cache is not
     in the package."""
     owner = owners(members)
@@ -245,7 +249,15 @@ def handed_outside(info: ModuleInfo, members: list[Member]) -> tuple[Member, str
         handed = {idiom.split(".", 1)[1] for idiom in forward.passes_to_self_attr()}
         for attr in sorted(handed):
             for built in cls.choices.get(attr, [cls.submodules.get(attr)]):
-                head = (built or "").split(".")[0]
-                if built and built not in info.classes and head in member.outside:
-                    return member, cls.name, built, member.outside[head][1]
+                name = _imported_from_outside(built or "", member)
+                if name and built not in info.classes:
+                    return member, f"{cls.name} hands its cache to `self.{attr}`", name, member.outside[name][1]
+    return None
+
+
+def _imported_from_outside(built: str, member: Member) -> str | None:
+    """The name ``member`` imports from outside the package that ``built`` (as resolved) is or starts with."""
+    for name, (source, _) in member.outside.items():
+        if built in (name, f"{source}.{name}") or built.startswith(name + "."):
+            return name
     return None
