@@ -27,7 +27,12 @@ from .facts import package as pkg
 from .facts.analysis import Locator, ModuleInfo
 from .facts.converters import find_converters
 from .proof.first_step import first_step_diagnostics, past_hook_diagnostics
-from .proof.leftovers import edited_functions, edited_tops, leftover_diagnostics, unbound_names
+from .proof.leftovers import (
+    edited_functions,
+    edited_tops,
+    leftover_diagnostics,
+    unbound_names,
+)
 from .results import FileResult, Options
 from .rules.planning import plan_rules
 from .rules.removed import removed_uses

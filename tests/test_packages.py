@@ -261,11 +261,12 @@ def test_a_single_file_named_is_migrated_with_its_siblings_with_a_notice(style, 
     expected = {name: r.migrated for name, r in migrate(style, "5").items()}
     assert _texts(folder) == expected
     notes = [line for line in result.output.splitlines() if "CM921" in line]
-    assert notes == [
+    expected_note = (
         f"{folder / 'attention.py'}:1:1: CM921 the model of attention.py spans its sibling modules (blocks.py, "
         f"configuration_{style}.py, modeling_{style}.py), which import one another: they were analysed and migrated "
         "with it as one package (all of them or none)"
-    ]
+    )
+    assert notes == [expected_note]
 
 
 def test_the_folder_is_migrated_as_one_package(tmp_path):
@@ -314,3 +315,20 @@ def test_a_write_that_fails_rolls_back_the_modules_already_written(tmp_path):
     assert "(attention.py written, then restored)" in by_name["attention.py"].diagnostics[0].message
     assert {r.status for r in out if r.changed or r.original != r.migrated} <= {"failed"}
     assert all(r.status == "failed" for name, r in by_name.items() if name != "configuration_relative.py")
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_the_probe_takes_the_folders_and_imports_each_as_a_package(style, tmp_path):
+    """`cachemigrate probe ORIGINAL_FOLDER MIGRATED_FOLDER` on 4.51.3 (era portable): each folder's modeling module
+    is imported inside the folder's own package with its siblings (the absolute style by their bare names, unbound
+    afterwards), and no check diverges (the fixtures return no attentions or hidden states: set-up errors)."""
+    import sys
+
+    folder = migrated_copy(style, "portable", tmp_path)
+    result = CliRunner().invoke(main, ["probe", str(PACKAGES / style), str(folder)])
+    assert result.exit_code in (0, 2), result.output  # 1: a check diverged
+    rows = {line.split()[0]: line.split()[1] for line in result.output.splitlines() if line.split()[1:2]}
+    for check in ("tuple_in_tuple_out", "dynamic_cache_in_same_object", "generate_greedy", "generate_beam"):
+        assert rows[check] == "pass", result.output
+    assert " 0 diverged" in result.output
+    assert not {"attention", "blocks", f"configuration_{style}"} & set(sys.modules)

@@ -11,8 +11,8 @@ model spans its siblings is migrated with them, with a CM921 note that names the
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from .. import diagnostics as codes
 from ..diagnostics import Diagnostic

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import libcst as cst
 
+from ..views.patterns import code_of
 from .analysis import ModuleInfo, analyze, module_globals
 from .consumers import consumers
 from .roles import assign_roles
-from ..views.patterns import code_of
 
 
 @dataclasses.dataclass

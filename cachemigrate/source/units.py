@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 # `from .attention import X`, `from attention import X`, `from . import attention, blocks`, `import attention`
-_FROM = re.compile(r"^[ \t]*from[ \t]+(\.?)([A-Za-z_]\w*)?[ \t]+import[ \t]+\(?([^\n#]*)", re.M)
-_IMPORT = re.compile(r"^[ \t]*import[ \t]+([^\n#]*)", re.M)
+_FROM = re.compile(r"^[ \t]*from[ \t]+(\.?)([A-Za-z_]\w*)?[ \t]+import[ \t]+\(?([^\n#]*)", re.MULTILINE)
+_IMPORT = re.compile(r"^[ \t]*import[ \t]+([^\n#]*)", re.MULTILINE)
 
 
 def _read(path: Path) -> str:
