@@ -332,3 +332,13 @@ def test_the_probe_takes_the_folders_and_imports_each_as_a_package(style, tmp_pa
         assert rows[check] == "pass", result.output
     assert " 0 diverged" in result.output
     assert not {"attention", "blocks", f"configuration_{style}"} & set(sys.modules)
+
+
+def test_a_sibling_module_imported_whole_is_resolved_through_its_name():
+    """`import blocks` then `blocks.DecoderBlock(config)`: the stack is found, and the block gets its layer index."""
+    code = sources("absolute", modeling_absolute=("from blocks import DecoderBlock\n", "import blocks\n"))
+    path = str(PACKAGES / "absolute" / "modeling_absolute.py")
+    code[path] = code[path].replace("[DecoderBlock(config)", "[blocks.DecoderBlock(config)")
+    found = {Path(r.path).name: r for r in migrate_package(code, ruleset("5"), Options(line_length=119))}
+    assert found["modeling_absolute.py"].status == "migrated", [str(d) for r in found.values() for d in r.diagnostics]
+    assert "blocks.DecoderBlock(config, layer_idx=layer_idx)" in found["modeling_absolute.py"].migrated
