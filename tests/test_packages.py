@@ -342,3 +342,25 @@ def test_a_sibling_module_imported_whole_is_resolved_through_its_name():
     found = {Path(r.path).name: r for r in migrate_package(code, ruleset("5"), Options(line_length=119))}
     assert found["modeling_absolute.py"].status == "migrated", [str(d) for r in found.values() for d in r.diagnostics]
     assert "blocks.DecoderBlock(config, layer_idx=layer_idx)" in found["modeling_absolute.py"].migrated
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_a_module_the_rules_cannot_migrate_leaves_the_whole_package_unchanged(style):
+    """The attention reads its past through `.flip(-1)` (no rule can tell its layout): refused at its lines of
+    attention.py, and the model's past-length read at its line of the model's module, as the engine says them for
+    one file; the block, which the rules could have migrated, is left unchanged too, saying why."""
+    old = "key = torch.cat((past_key, key), dim=-2)"
+    new = "key = torch.cat((past_key.flip(-1), key), dim=-2)"
+    results = migrate(style, "5", attention=(old, new))
+    assert {r.status for r in results.values()} == {"failed"}
+    assert all(r.migrated == r.original for r in results.values())
+    attention, modeling = results["attention.py"], results[f"modeling_{style}.py"]
+    assert [(d.code, d.line) for d in attention.diagnostics] == [
+        ("CM900", _line(attention.original, "            past_key, past_value = layer_past")),
+        ("CM901", _line(attention.original, "            " + new)),
+    ]
+    read = "            past_length = past_key_values[0][0].size(-2)"
+    assert [(d.code, d.line) for d in modeling.diagnostics] == [("CM900", _line(modeling.original, read))]
+    [note] = results["blocks.py"].diagnostics
+    assert note.code == "CM920" and note.message.startswith("left unchanged with its package")
+    assert f"attention.py:{attention.diagnostics[0].line} could not be migrated (CM900)" in note.message

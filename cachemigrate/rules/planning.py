@@ -88,6 +88,8 @@ def plan_rules(
                         continue
                 on_layout = layout.reason and any(fact in ENGINE_FACTS for fact in missing)
                 blocker = layout.node if on_layout and layout.node is not None else None
+                if blocker is not None and own is not None and not locate.holds(blocker):
+                    continue  # a package's module: said by the module that holds the blocker
                 where = locate(blocker if blocker is not None else info.functions[sorted(functions)[0]].node)
                 why = _why_unknown(missing, layout.reason)
                 found.append(_not_applied(rule, path, where, f"cannot tell how it applies: {why}"))
