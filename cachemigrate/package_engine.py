@@ -37,6 +37,7 @@ from .results import FileResult, Options
 from .rules.planning import plan_rules
 from .rules.removed import removed_uses
 from .rules.schema import RuleSet
+from .source.suppression import skips_file
 
 
 def _at(member: pkg.Member, node: cst.CSTNode | None, code: str, message: str) -> Diagnostic:
@@ -131,6 +132,14 @@ def migrate_package(sources: dict[str, str], ruleset: RuleSet, options: Options 
             for path, code in sources.items()
         ]
 
+    marked = [path for path, code in sources.items() if skips_file(code)]
+    if marked:  # `# cachemigrate: skip` in a module's header: the package is left as it is
+        why = (
+            f"left unchanged: {Path(marked[0]).name}, a module of the same package, is marked `# cachemigrate: skip`, "
+            "and a package is migrated all or none"
+        )
+        notes = [Diagnostic(path, 1, 1, codes.PACKAGE, why) for path in sources if path not in marked]
+        return results({}, "skipped", notes)
     members: list[pkg.Member] = []
     for path, code in sources.items():
         module, error = _parse(code, path)

@@ -364,3 +364,20 @@ def test_a_module_the_rules_cannot_migrate_leaves_the_whole_package_unchanged(st
     [note] = results["blocks.py"].diagnostics
     assert note.code == "CM920" and note.message.startswith("left unchanged with its package")
     assert f"attention.py:{attention.diagnostics[0].line} could not be migrated (CM900)" in note.message
+
+
+def test_an_unreadable_module_leaves_the_package_unchanged_and_says_which(tmp_path):
+    folder = _project(tmp_path, "relative")
+    (folder / "blocks.py").write_bytes(b"\xff\xfe\x00not python")
+    unit = sorted(folder.glob("*.py"))
+    results = {Path(r.path).name: r for r in migrate_unit(unit, set(), ruleset("5"), Options(line_length=119))}
+    assert {r.status for r in results.values()} == {"failed"} and not any(r.changed for r in results.values())
+    assert [d.code for d in results["blocks.py"].diagnostics] == ["CM904"]
+    assert "blocks.py, a module of the same package, could not be read" in results["attention.py"].diagnostics[0].message
+
+
+def test_a_module_marked_skip_leaves_the_package_as_it_is():
+    results = migrate("relative", "5", blocks=("from torch import nn\n", "# cachemigrate: skip\nfrom torch import nn\n"))
+    assert {r.status for r in results.values()} == {"skipped"} and not any(r.changed for r in results.values())
+    assert results["blocks.py"].diagnostics == []
+    assert "blocks.py, a module of the same package, is marked" in results["attention.py"].diagnostics[0].message

@@ -37,8 +37,18 @@ def migrate_unit(unit: list[Path], named: set[Path], ruleset, options: Options) 
             problem = read_bytes.diagnostics[0] if not isinstance(read_bytes, bytes) else source
             return _all_unchanged(paths, problem, "could not be read")
         data[path], sources[path], codecs[path] = read_bytes, source.text, source.codec
+    try:
+        found_all = migrate_package(sources, ruleset, options)
+    except RecursionError:
+        why = "the code of a module is nested too deep for the engine"
+        return _all_unchanged(paths, Diagnostic(paths[0], 1, 1, codes.TOO_DEEP, why), "could not be analysed")
+    except Exception as exc:  # an engine bug: reported for the unit, the run goes on  # noqa: BLE001
+        why = f"internal error: {type(exc).__name__}: {exc}; the package was left unchanged"
+        return _all_unchanged(
+            paths, Diagnostic(paths[0], 1, 1, codes.REGION_VIOLATION, why), "hit an internal error", "error"
+        )
     results = []
-    for found in migrate_package(sources, ruleset, options):
+    for found in found_all:
         fields = {f.name: getattr(found, f.name) for f in dataclasses.fields(found) if f.init}
         result = Result(**fields, codec=codecs[found.path], how=ENGINE, read_digest=digest(data[found.path]))
         results.append(result)
@@ -63,11 +73,11 @@ def _with_notice(result: Result, unit: list[Path], named: set[Path]) -> Result:
     return dataclasses.replace(result, diagnostics=sorted([*result.diagnostics, note]))
 
 
-def _all_unchanged(paths: list[str], problem: Diagnostic, what: str) -> list[Result]:
+def _all_unchanged(paths: list[str], problem: Diagnostic, what: str, status: str = "failed") -> list[Result]:
     """Every module of the unit unchanged: ``problem`` at its own module, a note at the others."""
     results = []
     for path in paths:
-        result = Result(path, "", "", "failed", how=ENGINE)
+        result = Result(path, "", "", status, how=ENGINE)
         if path == problem.path:
             results.append(dataclasses.replace(result, diagnostics=[problem]))
             continue
