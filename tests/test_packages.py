@@ -263,8 +263,8 @@ def test_a_single_file_named_is_migrated_with_its_siblings_with_a_notice(style, 
     notes = [line for line in result.output.splitlines() if "CM921" in line]
     expected_note = (
         f"{folder / 'attention.py'}:1:1: CM921 the model of attention.py spans its sibling modules (blocks.py, "
-        f"configuration_{style}.py, modeling_{style}.py), which import one another: they were analysed and migrated "
-        "with it as one package (all of them or none)"
+        f"modeling_{style}.py), which import one another: they were analysed and migrated with it as one package "
+        "(all of them or none)"
     )
     assert notes == [expected_note]
 
@@ -381,3 +381,27 @@ def test_a_module_marked_skip_leaves_the_package_as_it_is():
     assert {r.status for r in results.values()} == {"skipped"} and not any(r.changed for r in results.values())
     assert results["blocks.py"].diagnostics == []
     assert "blocks.py, a module of the same package, is marked" in results["attention.py"].diagnostics[0].message
+
+
+def test_which_modules_make_a_unit(tmp_path):
+    """A module that takes a cache and builds a module of a sibling's class taking one links the two; a subclass of
+    a sibling's model, a wrapper that takes no cache and the configuration link nothing (each file stays alone)."""
+    from cachemigrate.rules.eras import cache_names
+    from cachemigrate.source.units import package_units
+
+    shutil.copytree(PACKAGES / "relative", tmp_path / "pkg")
+    folder = tmp_path / "pkg"
+    (folder / "modeling_child.py").write_text(
+        "from .modeling_relative import RelativeForCausalLM\n\n\n"
+        "class Child(RelativeForCausalLM):\n    def forward(self, input_ids, past_key_values=None):\n"
+        "        return super().forward(input_ids, past_key_values=past_key_values)\n"
+    )
+    (folder / "modeling_wrapper.py").write_text(
+        "from .modeling_relative import RelativeForCausalLM\n\n\n"
+        "class Wrapper:\n    def __init__(self, config):\n        self.model = RelativeForCausalLM(config)\n"
+    )
+    files = [folder / name for name in ("modeling_relative.py", "modeling_child.py", "modeling_wrapper.py")]
+    units, alone = package_units(files, cache_names("5"))
+    assert [[p.name for p in unit] for unit in units] == [["attention.py", "blocks.py", "modeling_relative.py"]]
+    assert [p.name for p in alone] == ["modeling_child.py", "modeling_wrapper.py"]
+    assert package_units([PACKAGES.parent / "remote" / "bshd" / "modeling_bshd.py"], cache_names("5"))[0] == []
