@@ -99,7 +99,7 @@ def _imported(cycle, index: int) -> str:
 
 def migrate_package(sources: dict[str, str], ruleset: RuleSet, options: Options | None = None) -> list[FileResult]:
     """Migrate the modules of one package (path -> text) together: a result per module, all migrated or all left
-    unchanged (each failure with its diagnostics; the others with none, as they are not to blame)."""
+    unchanged (each module to blame with its diagnostics, the others with a CM920 note naming the first of them)."""
     options = options or Options()
     started = time.perf_counter()
     era = ruleset.era

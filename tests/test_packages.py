@@ -373,11 +373,15 @@ def test_an_unreadable_module_leaves_the_package_unchanged_and_says_which(tmp_pa
     results = {Path(r.path).name: r for r in migrate_unit(unit, set(), ruleset("5"), Options(line_length=119))}
     assert {r.status for r in results.values()} == {"failed"} and not any(r.changed for r in results.values())
     assert [d.code for d in results["blocks.py"].diagnostics] == ["CM904"]
-    assert "blocks.py, a module of the same package, could not be read" in results["attention.py"].diagnostics[0].message
+    assert (
+        "blocks.py, a module of the same package, could not be read" in results["attention.py"].diagnostics[0].message
+    )
 
 
 def test_a_module_marked_skip_leaves_the_package_as_it_is():
-    results = migrate("relative", "5", blocks=("from torch import nn\n", "# cachemigrate: skip\nfrom torch import nn\n"))
+    results = migrate(
+        "relative", "5", blocks=("from torch import nn\n", "# cachemigrate: skip\nfrom torch import nn\n")
+    )
     assert {r.status for r in results.values()} == {"skipped"} and not any(r.changed for r in results.values())
     assert results["blocks.py"].diagnostics == []
     assert "blocks.py, a module of the same package, is marked" in results["attention.py"].diagnostics[0].message
@@ -405,3 +409,19 @@ def test_which_modules_make_a_unit(tmp_path):
     assert [[p.name for p in unit] for unit in units] == [["attention.py", "blocks.py", "modeling_relative.py"]]
     assert [p.name for p in alone] == ["modeling_child.py", "modeling_wrapper.py"]
     assert package_units([PACKAGES.parent / "remote" / "bshd" / "modeling_bshd.py"], cache_names("5"))[0] == []
+
+
+def test_a_class_defined_in_two_modules_is_refused_at_the_second():
+    results = migrate(
+        "relative",
+        "5",
+        attention=("\n\nclass SelfAttention(", "\n\nclass DecoderBlock:\n    pass\n\n\nclass SelfAttention("),
+    )
+    diagnostic = _refusal(results)
+    blocks = results["blocks.py"]
+    assert (Path(diagnostic.path).name, diagnostic.line) == (
+        "blocks.py",
+        _line(blocks.original, "class DecoderBlock("),
+    )
+    assert diagnostic.code == "CM920"
+    assert diagnostic.message.startswith("class DecoderBlock is defined in attention.py and again in blocks.py")
