@@ -204,7 +204,16 @@ def _no_model(members: list[pkg.Member], info: ModuleInfo) -> Diagnostic:
 
 def _migrate_member(member: pkg.Member, info: ModuleInfo, ruleset: RuleSet, options: Options):
     """(status, migrated text, diagnostics or notes, matches per rule) of one module, planned with the package's
-    facts over its own code and proven alone."""
+    facts over its own code and proven alone; what a statement marked `# cachemigrate: skip` caused is said so
+    (CM907), as for one file."""
+    suppressed = []
+    status, text, diags, matched = _member(member, info, ruleset, options, suppressed)
+    if suppressed and status in ("failed", "error"):
+        status, diags = suppressed[0].explain(status, diags)
+    return status, text, diags, matched
+
+
+def _member(member: pkg.Member, info: ModuleInfo, ruleset: RuleSet, options: Options, suppressed: list):
     era, path, code, module = ruleset.era, member.path, member.code, member.module
     own_info = pkg.member_info(info, member)
     own = set(own_info.functions) | {s.name.value for s in module.body if isinstance(s, cst.ClassDef)}
@@ -217,7 +226,8 @@ def _migrate_member(member: pkg.Member, info: ModuleInfo, ruleset: RuleSet, opti
     rules = ruleset.for_tier(options.tier)
     options = with_width(options, code)
     plan, matched, found, notes = plan_rules(module, info, rules, era, path, options, locate, own=own)
-    plan, _suppressed = leave_out(module, plan, code, path)
+    plan, dropped = leave_out(module, plan, code, path)
+    suppressed.append(dropped)
     try:
         new_module, migrated = _apply_and_prove(module, plan, options, code)
         ast.parse(migrated, filename=path)

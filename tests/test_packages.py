@@ -425,3 +425,11 @@ def test_a_class_defined_in_two_modules_is_refused_at_the_second():
     )
     assert diagnostic.code == "CM920"
     assert diagnostic.message.startswith("class DecoderBlock is defined in attention.py and again in blocks.py")
+
+
+def test_a_statement_marked_skip_that_the_package_needs_is_said_at_its_line():
+    old = "            key = torch.cat((past_key, key), dim=-2)\n"
+    results = migrate("relative", "5", attention=(old, old.rstrip("\n") + "  # cachemigrate: skip\n"))
+    assert {r.status for r in results.values()} == {"failed"}
+    attention = results["attention.py"]
+    assert ("CM907", _line(attention.original, old.rstrip("\n"))) in {(d.code, d.line) for d in attention.diagnostics}
