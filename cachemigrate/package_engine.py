@@ -45,7 +45,7 @@ def _at(member: pkg.Member, node: cst.CSTNode | None, code: str, message: str) -
     return Diagnostic(member.path, line, column, code, message)
 
 
-def _refusal(members: list[pkg.Member], info: ModuleInfo | None) -> Diagnostic | None:
+def _refusal(members: list[pkg.Member], info: ModuleInfo | None, cache_names=()) -> Diagnostic | None:
     """Why the package cannot be analysed as one model, at the import or class that causes it; None if it can."""
     cycle = pkg.import_cycle(members)
     if cycle:
@@ -63,16 +63,17 @@ def _refusal(members: list[pkg.Member], info: ModuleInfo | None) -> Diagnostic |
             "the others build; the package was left unchanged (import one of them inside a function, or merge "
             "them)",
         )
-    twice = pkg.defined_twice(members)
+    twice = pkg.defined_twice(members, cache_names)
     if twice:
         name, first, node = twice
         member = next(m for m in members if node in m.module.body)
+        what = "class" if isinstance(node, cst.ClassDef) else "function"
         return _at(
             member,
             node,
             codes.PACKAGE,
-            f"class {name} is defined in {first.name} and again in {member.name}: the package's modules are "
-            "analysed as one model, and the tool cannot tell which of the two a sibling builds; the package was "
+            f"{what} {name} is defined in {first.name} and again in {member.name}: the package's modules are "
+            "analysed as one model, and the tool cannot tell which of the two a sibling means; the package was "
             "left unchanged",
         )
     if info is not None:
@@ -149,7 +150,7 @@ def migrate_package(sources: dict[str, str], ruleset: RuleSet, options: Options 
     siblings = {member.stem for member in members}
     for member in members:
         pkg.read_imports(member, siblings)
-    refused = _refusal(members, None)
+    refused = _refusal(members, None, era.cache_names)
     if refused:
         return results({}, "failed", [refused])
     members = pkg.in_import_order(members)
@@ -159,7 +160,7 @@ def migrate_package(sources: dict[str, str], ruleset: RuleSet, options: Options 
     exempt = {c.qualname for c in find_converters(info).values()}
     if not [use for use in info.legacy_uses() if use.function not in exempt] or info.on_cache_api():
         return results({}, "clean")
-    refused = _refusal(members, info)
+    refused = _refusal(members, info, era.cache_names)
     if refused:
         return results({}, "failed", [refused])
     if not info.roles["base_model"] or not info.roles["attention"]:

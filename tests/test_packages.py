@@ -299,3 +299,17 @@ def test_a_statement_marked_skip_that_the_package_needs_is_said_at_its_line():
     assert {r.status for r in results.values()} == {"failed"}
     attention = results["attention.py"]
     assert ("CM907", _line(attention.original, old.rstrip("\n"))) in {(d.code, d.line) for d in attention.diagnostics}
+
+
+def test_a_function_taking_a_cache_defined_in_two_modules_is_refused_at_the_second():
+    helper = "def past_length(past_key_values):\n    return past_key_values[0][0].size(-2)\n\n\n"
+    results = migrate(
+        "relative",
+        "5",
+        attention=("class SelfAttention(", helper + "class SelfAttention("),
+        blocks=("class DecoderBlock(", helper + "class DecoderBlock("),
+    )
+    diagnostic = _refusal(results)
+    blocks = results["blocks.py"]
+    assert (Path(diagnostic.path).name, diagnostic.line) == ("blocks.py", _line(blocks.original, "def past_length("))
+    assert diagnostic.message.startswith("function past_length is defined in attention.py and again in blocks.py")

@@ -189,16 +189,24 @@ def owners(members: list[Member]) -> dict[str, Member]:
     return found
 
 
-def defined_twice(members: list[Member]) -> tuple[str, Member, cst.ClassDef] | None:
-    """(name, member, its class) for the first class name a second module defines again."""
+def defined_twice(members: list[Member], cache_names) -> tuple[str, Member, cst.CSTNode] | None:
+    """(name, the member that defined it first, the second definition) for the first class, or module-level function
+    that takes a cache, that a second module defines again (the analysis knows each name once)."""
     seen: dict[str, Member] = {}
     for member in members:
         for stmt in member.module.body:
-            if isinstance(stmt, cst.ClassDef):
+            if isinstance(stmt, cst.FunctionDef) and not _takes(stmt, cache_names):
+                continue
+            if isinstance(stmt, (cst.ClassDef, cst.FunctionDef)):
                 if stmt.name.value in seen and seen[stmt.name.value] is not member:
                     return stmt.name.value, seen[stmt.name.value], stmt
                 seen[stmt.name.value] = member
     return None
+
+
+def _takes(function: cst.FunctionDef, cache_names) -> bool:
+    params = function.params
+    return any(p.name.value in cache_names for p in (*params.posonly_params, *params.params, *params.kwonly_params))
 
 
 def combined(members: list[Member]) -> cst.Module:
