@@ -322,6 +322,11 @@ class Locator:
         start = self._positions[node].start
         return start.line, start.column + 1
 
+    def holds(self, node: cst.CSTNode) -> bool:
+        """The node is one of this module's (a package's facts hold the nodes of its other modules too)."""
+        self(None if node is None else self.module)
+        return node in self._positions
+
     def last_line(self, node: cst.CSTNode) -> int:
         """The line a node ends on."""
         self(node)

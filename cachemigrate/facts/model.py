@@ -73,6 +73,9 @@ class ClassInfo:
     module_lists: dict[str, str] = dataclasses.field(default_factory=dict)  # self.attr = nn.ModuleList([C(...)...])
     # locals of __init__ set to a class in its branches (`attention_layer = A` / `= B`): name -> the classes
     class_aliases: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    # names its module binds to a class of a sibling module (a package, cachemigrate.facts.package): `Attn` for
+    # `from .attention import SelfAttention as Attn`, `attention.SelfAttention` for `import attention` -> the class
+    imported: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass

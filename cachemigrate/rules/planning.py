@@ -3,6 +3,7 @@ facts (the era's and the layout's) bound; a required rule that cannot apply is a
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Mapping
 
 import libcst as cst
@@ -41,9 +42,12 @@ def plan_rules(
     path: str,
     options: Options,
     locate: Locator,
+    own: set[str] | None = None,
 ) -> tuple[Plan, dict[str, int], list[Diagnostic], list[Diagnostic]]:
     """Every rule's edits on the original tree, the matches per rule, the diagnostics of planning, and the notes
-    of the rules that applied (their ``notice``)."""
+    of the rules that applied (their ``notice``). ``own``: the classes and functions (qualified names) of
+    ``module`` when ``info`` holds those of a whole package (:mod:`cachemigrate.facts.package`): the facts are the
+    package's, the rules apply in this module's own code only."""
     views = FileViews(info)
     facts = find_facts(info, era, views)
     layout = file_layout(info, views, facts.get("presents"))
@@ -55,12 +59,19 @@ def plan_rules(
     actions = []
     matched: dict[str, int] = {}
     # diagnostics, and the actions (turned into theirs once they planned)
-    found: list = list(off_axis_reads(info, facts, layout.boundary_key, path, locate))
+    reads = (
+        info
+        if own is None
+        else dataclasses.replace(info, functions={q: info.functions[q] for q in own & set(info.functions)})
+    )
+    found: list = list(off_axis_reads(reads, facts, layout.boundary_key, path, locate))
     notes: list[Diagnostic] = []  # the rules' notices: said, but the file still migrates
     imports: list[str] = []
     undetermined: set[str] = set()  # facts a required rule needed that the file did not show (reported once)
     for rule in rules:
         functions, classes = functions_in_scope(info, rule.role, rule.functions)
+        if own is not None:
+            functions, classes = functions & own, classes & own
         needed = set(rule.when) | _facts_in_templates(rule, era)
         if not _when_holds(rule, facts) or not needed <= set(facts):
             # a when-fact that is known and different: the rule is not for this file, nothing to report (a fused
@@ -77,6 +88,8 @@ def plan_rules(
                         continue
                 on_layout = layout.reason and any(fact in ENGINE_FACTS for fact in missing)
                 blocker = layout.node if on_layout and layout.node is not None else None
+                if blocker is not None and own is not None and not locate.holds(blocker):
+                    continue  # a package's module: said by the module that holds the blocker
                 where = locate(blocker if blocker is not None else info.functions[sorted(functions)[0]].node)
                 why = _why_unknown(missing, layout.reason)
                 found.append(_not_applied(rule, path, where, f"cannot tell how it applies: {why}"))
