@@ -9,6 +9,8 @@ prompt, for each path and batch size, each in its own process (so peak memory is
   static   the migrated file, a StaticCache and torch.compile(forward, fullgraph=True) of the decode step
 
 Usage:  python bench/decode_bench.py [--batch 1 8] [--new-tokens 128] [--device cpu|cuda] [--mode default]
+        python bench/decode_bench.py --prepare DIR     (migrate only: DIR/original and DIR/migrated)
+        python bench/decode_bench.py --files DIR ...   (time files migrated earlier, on a machine without libcst)
 Prints a markdown table: tokens/s (decode only, after a warm-up run) and peak memory (RSS on CPU, CUDA peak
 allocated on GPU).
 """
@@ -142,6 +144,8 @@ def main() -> None:
     parser.add_argument("--mode", default="default", help='torch.compile mode, e.g. "reduce-overhead" on a GPU')
     parser.add_argument("--paths", nargs="+", default=list(PATHS), choices=PATHS)
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
+    parser.add_argument("--prepare", type=Path, default=None, help="only migrate, into DIR/original and DIR/migrated")
+    parser.add_argument("--files", type=Path, default=None, help="time DIR/original and DIR/migrated (from --prepare)")
     # internal: run a single measurement in this process
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--path", default=None, help=argparse.SUPPRESS)
@@ -152,9 +156,15 @@ def main() -> None:
         print(json.dumps(run_one(args)))
         return
 
+    if args.prepare:
+        migrate_gpt2(args.prepare)
+        return
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        original, migrated = migrate_gpt2(Path(tmp))
+        if args.files:
+            original, migrated = (args.files / part / "modeling_gpt2.py" for part in ("original", "migrated"))
+        else:
+            original, migrated = migrate_gpt2(Path(tmp))
         for batch in args.batch:
             for path in args.paths:
                 file = original if path == "legacy" else migrated
@@ -165,9 +175,16 @@ def main() -> None:
                     raise SystemExit(f"{path} batch {batch} failed:\n{done.stderr[-3000:]}")
                 row = json.loads(done.stdout.strip().splitlines()[-1])
                 rows.append(row)
+                if args.json:
+                    args.json.write_text(json.dumps(rows, indent=2))
                 print(f"{path:8} batch {batch}: {row['tokens_per_s']:8.1f} tok/s, peak {row['peak_mib']:.0f} MiB",
                       file=sys.stderr)  # fmt: skip
     legacy = {r["batch"]: r["tokens_per_s"] for r in rows if r["path"] == "legacy"}
+    import torch
+    import transformers
+
+    where = torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu"
+    print(f"\ntorch {torch.__version__}, transformers {transformers.__version__}, {where}")
     print(f"\n{args.layers} layers, hidden {args.hidden}, {args.heads} heads, vocab {args.vocab}, prompt {args.prompt}, "
           f"{args.new_tokens} new tokens, device {args.device}, compile mode {args.mode}\n")  # fmt: skip
     print("| path | batch | tokens/s | vs legacy | peak memory (MiB) |")

@@ -4,8 +4,9 @@ compared with the original run on transformers 4.51.3 by the cross-version probe
     python bench/era_matrix.py --json /tmp/eramatrix.json --markdown /tmp/eramatrix.md
     python bench/era_matrix.py --files falcon,gpt2 --eras 5,portable
 
-Files: gpt2, decision_transformer, imagegpt, ctrl of the installed transformers (4.51.3), and llama, mistral, opt,
-gptj, falcon of 4.35.2 (``--corpus-4.35.2``, default /work/corpus/4.35.2/transformers). Each is copied to the work
+Files (``--set decoders``, the default): gpt2, decision_transformer, imagegpt, ctrl of the installed transformers
+(4.51.3), and llama, mistral, opt, gptj, falcon of 4.35.2; ``--set seq2seq``: bart, mbart, marian, pegasus,
+m2m_100, blenderbot, speecht5, musicgen, whisper and the T5 family of 4.35.2, xglm and biogpt of 4.51.3 (``--corpus-4.35.2``, default /work/corpus/4.35.2/transformers). Each is copied to the work
 folder, migrated there with this checkout's command line (``cachemigrate migrate --era E --no-cache --report ...``),
 and probed with ``run_cross_probe`` (the original under the 4.51.3 interpreter, the migrated file under the target
 runtime's). Interpreters: $CACHEMIGRATE_TF4513_PYTHON (default: this one), $CACHEMIGRATE_TF4576_PYTHON (default
@@ -14,7 +15,9 @@ one runs is read back from the probe, not assumed. A runtime whose interpreter i
 
 A case passes when every check passes or is skipped, and the checks the issue asks for passed: logits within the
 tolerance (``logits_no_cache``), tuple in -> tuple out, a Cache in -> the same Cache, ``generate()`` available,
-greedy and beam tokens identical (the last three only for a file with a generation head).
+greedy and beam tokens identical (the last three only for a file with a generation head). A seq2seq file with no
+causal head is driven by the cross_* checks instead: tuple steps with encoder states, the cross part written once,
+a DynamicCache for the self-attention alone, greedy and beam generation.
 """
 
 from __future__ import annotations
@@ -45,6 +48,15 @@ FILES = {
     "gptj": "4.35.2",
     "falcon": "4.35.2",
 }
+# issue 16's files: the encoder-decoder and T5 families of 4.35.2, and two decoders of 4.51.3 (``--set seq2seq``)
+SEQ2SEQ = {
+    **{name: "4.35.2" for name in ("bart", "mbart", "marian", "pegasus", "m2m_100", "blenderbot", "speecht5",
+                                   "musicgen", "whisper", "t5", "mt5", "longt5", "umt5", "switch_transformers")},
+    "xglm": "4.51.3",
+    "biogpt": "4.51.3",
+}  # fmt: skip
+SETS = {"decoders": dict(FILES), "seq2seq": SEQ2SEQ}
+FILES.update(SEQ2SEQ)
 TARGETS = {"4.56": ["4.57.6"], "5": ["5.25.0"], "portable": ["4.51.3", "4.57.6", "5.25.0"]}
 PYTHONS = {
     "4.51.3": os.environ.get("CACHEMIGRATE_TF4513_PYTHON", sys.executable),
@@ -54,6 +66,8 @@ PYTHONS = {
 ASKED = ("logits_no_cache", "tuple_in_tuple_out", "cache_in_same_cache")
 ASKED_WITH_HEAD = ("generate_available", "generate_greedy", "generate_beam")
 NO_HEAD = "no generation head in the file"
+SEQ2SEQ_ONLY = "encoder-decoder model only"
+ASKED_SEQ2SEQ = ("cross_tuple_stepwise", "cross_cache_written_once", "cross_self_only_cache", "cross_generate")
 
 
 def _models_of_4513() -> Path:
@@ -109,7 +123,10 @@ def verdict(results: list[dict]) -> tuple[str, list[str]]:
     statuses = {r["name"]: r for r in results}
     wrong = [f"{r['name']}: {r['status']} ({r['detail']})" for r in results if r["status"] not in ("pass", "skip")]
     no_head = statuses.get("generate_available", {}).get("detail") == NO_HEAD
-    for name in ASKED + (() if no_head else ASKED_WITH_HEAD):
+    asked = ASKED + (() if no_head else ASKED_WITH_HEAD)
+    if statuses.get("logits_no_cache", {}).get("detail", "").startswith(SEQ2SEQ_ONLY):
+        asked = ASKED_SEQ2SEQ  # no causal head: the cross_* checks drive the model with encoder states
+    for name in asked:
         if statuses.get(name, {}).get("status") != "pass":
             wrong.append(f"{name}: {statuses.get(name, {}).get('status', 'not run')}")
     return ("pass" if not wrong else "fail"), sorted(set(wrong))
@@ -192,7 +209,9 @@ def markdown(rows: list[dict]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--files", default=",".join(FILES), help="comma-separated names (default: all nine)")
+    parser.add_argument("--set", choices=SETS, default="decoders", help="the files when --files is not given: "
+                        "the nine decoders of the README's first matrix, or issue 16's seq2seq set")
+    parser.add_argument("--files", default=None, help="comma-separated names (default: those of --set)")
     parser.add_argument("--eras", default=",".join(TARGETS), help="comma-separated targets (default: 4.56,5,portable)")
     parser.add_argument("--corpus-4.35.2", dest="corpus", type=Path, default=Path("/work/corpus/4.35.2/transformers"))
     parser.add_argument("--work", type=Path, help="folder for the copies (default: a temporary one, removed)")
@@ -201,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write every row, with each check's result")
     parser.add_argument("--markdown", type=Path, help="write the table")
     args = parser.parse_args(argv)
-    names = [n for n in args.files.split(",") if n]
+    names = [n for n in (args.files or ",".join(SETS[args.set])).split(",") if n]
     unknown = [n for n in names if n not in FILES] + [e for e in args.eras.split(",") if e not in TARGETS]
     if unknown:
         parser.error(f"unknown file or target: {', '.join(unknown)}")

@@ -46,6 +46,14 @@ COMPANION_REMOVED = "CM912"
 # A note on a migrated file: --fix-past-hook renamed a generation hook's `past` to `past_key_values`
 # (cachemigrate.edit.past_hook)
 PAST_HOOK_FIXED = "CM913"
+# A module-level function with tuple-cache code is set on a class whose cache contract is not known: not imported
+# from transformers, or no library attention (cachemigrate.facts.patches)
+PATCH_TARGET = "CM916"
+# A package (sibling modules analysed together, cachemigrate.facts.package) that cannot be analysed as one model: an
+# import cycle, a class defined twice, the cache handed to a class imported from outside it
+PACKAGE = "CM920"
+# A note on a file named alone whose model spans its siblings: it was migrated with them (cachemigrate.cli.package)
+WITH_SIBLINGS = "CM921"
 # A note, not an error: legacy cache code that no model class of the file can hand a cache to (the file is left as it
 # is and counts as having nothing to migrate; in the encoder-decoder family's range of codes)
 UNREACHABLE = "CM299"

@@ -41,7 +41,8 @@ from .facts.one_layer import one_layer_diagnostic
 from .edit.past_hook import FixError, fix_past_hooks, why_not as why_not_fixed
 from .proof.leftovers import edited_functions, edited_tops, leftover_diagnostics, unbound_names
 from .facts.outside import explain as explain_outside
-from .rules.planning import plan_rules
+from .facts.patches import refusal_diagnostic as patch_refusal, unknown_return
+from .rules.planning import plan_rules, refused_patches
 from .facts.reach import unreachable_cache
 from .rules.removed import removed_uses
 from .rules.withdrawn import note_withdrawn
@@ -295,7 +296,11 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
     converters = find_converters(before)
     # legacy converters keep their tuple code after a migration: alone, they leave nothing to migrate
     exempt = {c.qualname for c in converters.values()}
-    if not [use for use in before.legacy_uses() if use.function not in exempt] or before.on_cache_api():
+    legacy = [use for use in before.legacy_uses() if use.function not in exempt]
+    # functions patched onto a library attention (facts/patches.py): their own rules, the library's contract; a
+    # patch on the Cache API still follows the library's keyword for its cache, which changes with the release
+    patch_file = bool(before.roles["patch"]) and not before.roles["attention"] and not before.roles["base_model"]
+    if (not legacy or before.on_cache_api()) and not patch_file:
         return done("clean")
     locate = Locator(module, code)
     closed = unreachable_cache(before)
@@ -320,7 +325,16 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
     if consumer_file and before.unproven:
         return done("failed", diags=unproven_diagnostics(before.unproven, path, locate))
     over_library = bool(before.library_heads)  # heads over a library model: what they own migrates (facts/heads.py)
-    if not consumer_file and not over_library and not before.roles["attention"] and not before.roles["base_model"]:
+    if (
+        not consumer_file
+        and not patch_file
+        and not over_library
+        and not before.roles["attention"]
+        and not before.roles["base_model"]
+    ):
+        refused = patch_refusal(module, before, path, locate)  # a patch of a class whose contract is unknown
+        if refused:
+            return done("failed", diags=[refused])
         first = before.legacy_uses()[0]
         line, column = locate(first.node)
         idiom, excerpt = quote(first.idiom), source_line(code, line)
@@ -344,7 +358,7 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
                 )
             ],
         )
-    if not consumer_file and not over_library and not before.roles["base_model"]:
+    if not consumer_file and not patch_file and not over_library and not before.roles["base_model"]:
         return done(
             "failed", diags=[one_layer_diagnostic(module, before, path, locate) or _no_model(before, path, locate)]
         )
@@ -358,6 +372,9 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
     rules = ruleset.for_tier(options.tier)
     options = with_width(options, code)
     plan, matched, found, notes = plan_rules(module, before, rules, era, path, options, locate)
+    refused = refused_patches(found, rules)  # a patch whose contract the era's releases do not agree on
+    if refused:
+        return done("failed", diags=refused)
     plan, suppressed = leave_out(module, plan, code, path)
     try:
         new_module, migrated = _apply_and_prove(module, plan, options, code)
@@ -386,6 +403,8 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
     if unbound:
         function, names = unbound
         line, column = locate(before.functions[function].node) if function in before.functions else (1, 1)
+        if function in before.roles["patch"]:  # a present returned in a form no rule rewrites
+            return done("failed", diags=[unknown_return(function, names, path, (line, column))])
         message = (
             f"internal error: after the rules ran, {function} reads {', '.join(f'`{n}`' for n in sorted(names))}, "
             "which nothing binds there any more; the file was left unchanged. This is a bug in a rule: please "
@@ -403,6 +422,7 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
     if found:
         found = note_withdrawn(found, module, before, ruleset, options, path, locate)
         return done("failed", diags=found, applied=applied)
-    if consumer_file and migrated == code:  # helpers already on the Cache API (their `len(past)` reads are)
+    # helpers already on the Cache API (their `len(past)` reads are), a patch already on its era's keyword
+    if (consumer_file or patch_file) and migrated == code:
         return done("clean")
     return done("migrated", migrated=migrated, diags=notes, applied=applied)

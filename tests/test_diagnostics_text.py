@@ -146,12 +146,27 @@ def test_a_head_handed_its_library_model_is_refused_with_what_is_missing(ruleset
     assert not any(word in diagnostic.message for word in JARGON)
 
 
-def test_a_monkeypatched_forward_is_refused_naming_the_library_attribute_it_replaces(ruleset_452):
+def test_a_patch_of_the_tuple_contract_is_refused_for_era_452_naming_why(ruleset_452):
+    """(Eras 4.56, 5 and portable migrate it: tests/test_patches.py.)"""
     result = _migrate(MONKEYPATCH, ruleset_452)
     assert result.status == "failed" and result.migrated == MONKEYPATCH
     [diagnostic] = result.diagnostics
-    assert diagnostic.code == "CM903"
-    assert "fast_forward is assigned to `modeling_gpt2.GPT2Attention.forward`" in diagnostic.message
+    assert (diagnostic.code, diagnostic.line) == ("CM627", 6)
+    assert (
+        "fast_forward stands in for the `forward` of a library attention and takes `layer_past`" in diagnostic.message
+    )
+
+
+def test_a_monkeypatched_forward_of_a_class_not_from_transformers_names_what_is_missing(ruleset_452):
+    code = MONKEYPATCH.replace(
+        "from transformers.models.gpt2 import modeling_gpt2", "from fastattn import modeling_gpt2"
+    )
+    result = _migrate(code, ruleset_452)
+    assert result.status == "failed" and result.migrated == code
+    [diagnostic] = result.diagnostics
+    assert (diagnostic.code, diagnostic.line) == ("CM916", 14)
+    expected = "fast_forward is assigned to `modeling_gpt2.GPT2Attention.forward`, but `modeling_gpt2` is not imported"
+    assert f"{expected} from transformers" in diagnostic.message
 
 
 def test_tuple_code_in_a_plain_function_that_patches_nothing_keeps_the_generic_diagnostic(ruleset_452):

@@ -147,6 +147,7 @@ def test_full_before_is_legacy_and_after_is_not():
         "head": ["PebbleForCausalLM"],
         "reader": [],
         "consumer": [],  # functions outside a model that edit a past: none in a model file
+        "patch": [],  # functions patched onto a library attention: none here
     }
 
 

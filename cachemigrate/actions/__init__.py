@@ -10,6 +10,7 @@ from .cache_edits import EditCacheConsumer
 from .drop_import import DropImport
 from .insert_statements import InsertStatements
 from .pass_argument import PassArgument
+from .refuse_parameter import RefuseParameter
 from .refuse_passed_with import RefusePassedWith
 from .refuse_signature import RefuseSignature
 from .rename_parameter import RenameParameter
@@ -32,6 +33,7 @@ ACTIONS: dict[str, type[Action]] = {
         PassArgument,
         RefusePassedWith,
         RefuseSignature,
+        RefuseParameter,
         AddMethod,
         RenameParameter,
         AddBaseClass,

@@ -88,7 +88,10 @@ class _Planner(Planner):
         return self.current_class in classes and self.current_function == f"{self.current_class}.__init__"
 
     def _callee(self, call: cst.Call) -> str:
-        return code_of(call.func)
+        """The class the call builds, by its name (one a package's module imports under another name: that class)."""
+        name = code_of(call.func)
+        owner = self.ctx.info.classes.get(self.current_class)
+        return owner.imported.get(name, name) if owner is not None else name
 
     def _rebuilt_in(self, cls: str) -> bool:
         """A method of ``cls`` other than ``__init__`` builds an attention or a block (without ``layer_idx``)."""

@@ -21,7 +21,9 @@ from .progress import Reporter
 from ..edit.render import unified_diff
 from ..proof.companions import companion_notes
 from ..results import Options
-from ..rules.eras import config_defaults, removed_imports
+from ..rules.eras import cache_names, config_defaults, removed_imports
+from ..source.units import package_units
+from .package import migrate_unit, write_unit
 from .runner import Failure, Result, changed_meanwhile, changed_since_read, failed, run
 from .signals import Interrupted, StopOnSignal
 from ..source.writing import is_read_only, read_only_diagnostic, write_atomically
@@ -103,7 +105,17 @@ class _Run:
         with self.guard.critical():
             self._handle(result)
 
-    def _handle(self, result: Result | Failure) -> None:
+    def handle_unit(self, results: list[Result]) -> None:
+        """A package unit's results (:mod:`cachemigrate.cli.package`): written all or none, then accounted for."""
+        with self.guard.critical():
+            results = [with_config_notes(result, self.batch.era) for result in results]
+            if self.batch.writes:
+                results, written = write_unit(results)
+                self.written += written
+            for result in results:
+                self._handle(result, write=False)
+
+    def _handle(self, result: Result | Failure, write: bool = True) -> None:
         self.seen += 1
         if isinstance(result, Failure):
             self._keep(result)
@@ -111,8 +123,8 @@ class _Run:
             self.show.err(f"error: {result.path}: internal error: {result.error}")
             self.show.file(result.path, "error", "internal error", 0.0, "engine")
             return
-        result = with_config_notes(result, self.batch.era)
-        if result.changed and self.batch.writes:
+        result = with_config_notes(result, self.batch.era) if write else result
+        if write and result.changed and self.batch.writes:
             problem = self._write(result)
             if problem:
                 result = failed(result, problem)
@@ -166,10 +178,19 @@ def migrate_files(files: list[Path], batch: Batch) -> int:
     report could not be written),
     123 (an internal error), 130/143 (SIGINT/SIGTERM). A bad rule file raises RuleError before anything is
     written."""
-    state = _Run(batch, len(files))
+    units, alone = package_units(files, cache_names(batch.era))
+    state = _Run(batch, len(alone) + sum(len(unit) for unit in units))
     started = time.perf_counter()
     with state.guard:
         try:
+            if units:  # the modules of a package, migrated together (in this process)
+                from ..rules.loader import load_ruleset
+
+                ruleset = load_ruleset(batch.era, batch.rule_dirs)
+                named = {path.resolve() for path in files}
+                for unit in units:
+                    state.handle_unit(migrate_unit(unit, named, ruleset, batch.options))
+            files = alone
             results = run(
                 files, batch.era, batch.rule_dirs, batch.options, batch.jobs, state.handle, batch.open_cache()
             )
@@ -179,7 +200,7 @@ def migrate_files(files: list[Path], batch: Batch) -> int:
         except Interrupted as exc:  # the workers are gone and no write was cut short; later signals are ignored
             state.show.close()
             state.show.err(
-                f"interrupted by {exc}: stopped after {state.seen} of {len(files)} files; "
+                f"interrupted by {exc}: stopped after {state.seen} of {state.total} files; "
                 f"{state.written} written, every other file unchanged"
             )
             if batch.report:

@@ -259,8 +259,8 @@ def list_rules(era, rules, tier) -> None:
 
 
 @main.command()
-@click.argument("original", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.argument("migrated", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("original", type=click.Path(exists=True, path_type=Path))
+@click.argument("migrated", type=click.Path(exists=True, path_type=Path))
 @click.option("--check", "checks", multiple=True, help="Run only these checks (repeatable).")
 @click.option("--static/--no-static", default=None, help="Run the static-cache checks (default: if claimed).")
 @click.option("--seed", type=int, default=0)
@@ -296,7 +296,8 @@ def list_rules(era, rules, tier) -> None:
 def probe(
     original, migrated, checks, static, seed, package, settings, original_python, migrated_python, rtol, atol
 ) -> None:
-    """Compare ORIGINAL and MIGRATED on a tiny random model with shared weights.
+    """Compare ORIGINAL and MIGRATED on a tiny random model with shared weights (files, or remote-code folders:
+    each folder's modeling_*.py is imported inside the folder as a package, with the modules it imports).
 
     With --original-python and/or --migrated-python (the other one defaults to this interpreter), each file runs
     in its own runtime with the same state_dict and inputs: logits and cached tensors are compared within a
@@ -306,7 +307,13 @@ def probe(
     file only). 2: the probe could not be set up, or checks could not run on the original (set-up errors only).
     """
     from ..probe import CHECK_NAMES, exit_status, format_table, run_probe, summary_line
+    from ..probe.loading import ProbeSetupError, modeling_file
     from ..probe.report import DIVERGED, SETUP_ERROR, is_setup_failure
+
+    try:  # a folder: a remote-code package, probed through its modeling_*.py (its siblings imported with it)
+        original, migrated = modeling_file(original), modeling_file(migrated)
+    except ProbeSetupError as exc:
+        fail(str(exc))
 
     start = time.perf_counter()
     if original_python or migrated_python:

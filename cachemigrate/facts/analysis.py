@@ -39,6 +39,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from ..views.patterns import code_of
 from .model import ClassInfo, FunctionInfo, ModuleInfo  # noqa: F401 (re-exported)
 from .consumers import consumers
+from .patches import library_subclasses, patch_functions
 from .roles import assign_roles
 from .heads import library_heads
 from .one_layer import single_layers
@@ -304,8 +305,15 @@ def analyze(module: cst.Module, cache_names: Sequence[str], only: set[str] | Non
     roles = assign_roles(structure.classes)
     unproven: list = []
     roles["consumer"] = []
+    # module-level functions patched onto a library attention: the library's contract, not the file's (facts/patches)
+    roles["patch"] = patch_functions(module, structure.functions)
+    if not roles["base_model"]:  # subclasses of a library attention that a library model calls, not the file's
+        swapped = library_subclasses(module, structure.classes)
+        roles["attention"] = [name for name in roles["attention"] if name not in swapped]
+        roles["patch"] += [f"{name}.forward" for name in swapped]
     if not roles["attention"] and not roles["base_model"]:  # no model: functions that edit a past handed to them
-        roles["consumer"], unproven = consumers(structure.functions)
+        others = {q: fn for q, fn in structure.functions.items() if q not in roles["patch"]}
+        roles["consumer"], unproven = consumers(others)
     over = library_heads(module, structure.classes) if not roles["attention"] and not roles["base_model"] else []
     if over:  # a head over a library model is a head, and a `library_head` (rules of its own)
         roles["head"] += [head.name for head in over if head.name not in roles["head"]]
@@ -350,6 +358,11 @@ class Locator:
             self._positions = MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(PositionProvider)
         start = self._positions[node].start
         return start.line, start.column + 1
+
+    def holds(self, node: cst.CSTNode) -> bool:
+        """The node is one of this module's (a package's facts hold the nodes of its other modules too)."""
+        self(None if node is None else self.module)
+        return node in self._positions
 
     def last_line(self, node: cst.CSTNode) -> int:
         """The line a node ends on."""

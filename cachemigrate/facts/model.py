@@ -75,6 +75,9 @@ class ClassInfo:
     single_layers: dict[str, str] = dataclasses.field(default_factory=dict)
     # locals of __init__ set to a class in its branches (`attention_layer = A` / `= B`): name -> the classes
     class_aliases: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    # names its module binds to a class of a sibling module (a package, cachemigrate.facts.package): `Attn` for
+    # `from .attention import SelfAttention as Attn`, `attention.SelfAttention` for `import attention` -> the class
+    imported: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass

@@ -17,6 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from .patch_cross import patch_target, run_patch_probe
 from .report import ERROR, SETUP_ERROR, CheckResult
 
 _ROOT = Path(__file__).resolve().parent.parent.parent  # the folder holding the cachemigrate package
@@ -79,6 +80,9 @@ def run_cross_probe(
         if not path.is_file():
             raise FileNotFoundError(f"no such modeling file: {path}")
     pythons = [original_python or sys.executable, migrated_python or sys.executable]
+    target = patch_target(paths[0])  # a file of patches of library classes: the library's model runs them
+    if target is not None:
+        return run_patch_probe(*paths, target, pythons, atol, timeout, CrossReport)
     start = time.perf_counter()
     common = [*(["--package", package] if package else []), "--seed", str(seed)]
     with tempfile.TemporaryDirectory(prefix="cachemigrate-xprobe-") as folder:

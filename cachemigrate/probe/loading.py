@@ -23,6 +23,8 @@ import sys
 import types
 from pathlib import Path
 
+from .siblings import siblings_of
+
 
 class ProbeSetupError(Exception):
     """The probe cannot be set up for these files: a problem of the probe's inputs, not a divergence."""
@@ -60,9 +62,26 @@ def load_modeling_module(path, *, package: str | None = None, alias: str | None 
     else:
         name = tag if tag.startswith("_cm_") else f"_cm_{tag}"  # never shadow a real top-level module
     owned.insert(0, name)
-    module = _exec_file(name, path, owned)
+    if owned[1:]:  # a remote-code folder: its modules may import each other by their bare names
+        with siblings_of(path.parent, owned[1]):
+            module = _exec_file(name, path, owned)
+    else:
+        module = _exec_file(name, path, owned)
     module.__cm_owned__ = tuple(owned)
     return module
+
+
+def modeling_file(path) -> Path:
+    """The modeling file to probe at ``path``: the file itself, or for a folder (a remote-code package) its one
+    ``modeling_*.py``, which is imported inside the folder's package with its siblings."""
+    path = Path(path)
+    if not path.is_dir():
+        return path
+    found = sorted(path.glob("modeling_*.py"))
+    if len(found) != 1:
+        which = ", ".join(p.name for p in found) or "none"
+        raise ProbeSetupError(f"{path} is a folder: the probe needs its one modeling_*.py (found {which}); name it")
+    return found[0]
 
 
 def unload_module(module: types.ModuleType) -> None:

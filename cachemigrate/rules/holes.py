@@ -24,6 +24,8 @@ def functions_in_scope(info: ModuleInfo, role: str, names: tuple[str, ...]) -> t
         return functions, classes
     if role == "consumer":  # functions outside a model that edit a past (cachemigrate.facts.consumers)
         return set(info.roles.get("consumer", [])), set()
+    if role == "patch":  # module-level functions patched onto a library attention (cachemigrate.facts.patches)
+        return set(info.roles.get("patch", [])), set()
     classes = set(info.roles.get(role, []))
     functions = {
         q
@@ -115,6 +117,8 @@ def bound_holes(
         if fn is not None:
             arguments = [p for p in fn.params if p not in ("self", "cls")]
             values.update({f"arg{i}": name for i, name in enumerate(arguments)})
+        if fn is not None and isinstance(fn.node.params.star_kwarg, cst.Param):  # `**kwargs`, by its own name
+            values["var_kwargs"] = fn.node.params.star_kwarg.name.value
         if fn is not None and fn.cls in layers:
             values["layers"] = layers[fn.cls]
         head = head_of(info, fn.cls) if fn is not None and fn.name == "forward" else None

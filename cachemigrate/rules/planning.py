@@ -3,6 +3,7 @@ facts (the era's and the layout's) bound; a required rule that cannot apply is a
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Mapping
 
 import libcst as cst
@@ -41,9 +42,12 @@ def plan_rules(
     path: str,
     options: Options,
     locate: Locator,
+    own: set[str] | None = None,
 ) -> tuple[Plan, dict[str, int], list[Diagnostic], list[Diagnostic]]:
     """Every rule's edits on the original tree, the matches per rule, the diagnostics of planning, and the notes
-    of the rules that applied (their ``notice``)."""
+    of the rules that applied (their ``notice``). ``own``: the classes and functions (qualified names) of
+    ``module`` when ``info`` holds those of a whole package (:mod:`cachemigrate.facts.package`): the facts are the
+    package's, the rules apply in this module's own code only."""
     views = FileViews(info)
     facts = find_facts(info, era, views)
     layout = file_layout(info, views, facts.get("presents"))
@@ -55,12 +59,19 @@ def plan_rules(
     actions = []
     matched: dict[str, int] = {}
     # diagnostics, and the actions (turned into theirs once they planned)
-    found: list = list(off_axis_reads(info, facts, layout.boundary_key, path, locate))
+    reads = (
+        info
+        if own is None
+        else dataclasses.replace(info, functions={q: info.functions[q] for q in own & set(info.functions)})
+    )
+    found: list = list(off_axis_reads(reads, facts, layout.boundary_key, path, locate))
     notes: list[Diagnostic] = []  # the rules' notices: said, but the file still migrates
     imports: list[str] = []
     undetermined: set[str] = set()  # facts a required rule needed that the file did not show (reported once)
     for rule in rules:
         functions, classes = functions_in_scope(info, rule.role, rule.functions)
+        if own is not None:
+            functions, classes = functions & own, classes & own
         needed = set(rule.when) | _facts_in_templates(rule, era)
         if not _when_holds(rule, facts) or not needed <= set(facts):
             # a when-fact that is known and different: the rule is not for this file, nothing to report (a fused
@@ -77,6 +88,8 @@ def plan_rules(
                         continue
                 on_layout = layout.reason and any(fact in ENGINE_FACTS for fact in missing)
                 blocker = layout.node if on_layout and layout.node is not None else None
+                if blocker is not None and own is not None and not locate.holds(blocker):
+                    continue  # a package's module: said by the module that holds the blocker
                 where = locate(blocker if blocker is not None else info.functions[sorted(functions)[0]].node)
                 why = _why_unknown(missing, layout.reason)
                 found.append(_not_applied(rule, path, where, f"cannot tell how it applies: {why}"))
@@ -154,6 +167,7 @@ _MATCHED_PARAMS = frozenset({"pattern", "patterns", "only_before", "old", "insid
 _HOLE_WORDS = {
     "cache": "a cache parameter",
     "layers": "a list of blocks (`self.<name> = nn.ModuleList(...)`)",
+    "var_kwargs": "a `**kwargs` parameter",
     "outputs": "a statement of its own body binding what its library model returns to a name "
     "(`outputs = self.transformer(...)`)",
 }
@@ -175,8 +189,7 @@ def _lacking_holes(rule: Rule, functions: set[str], bound) -> dict[str, list[str
         hole
         for text in written
         for hole in holes(text)
-        if (hole in ("cache", "layers", "outputs") or (hole.startswith("arg") and hole[3:].isdigit()))
-        and hole not in captured
+        if (hole in _HOLE_WORDS or (hole.startswith("arg") and hole[3:].isdigit())) and hole not in captured
     }
     lacking = {}
     for qualname in sorted(functions):
@@ -227,3 +240,10 @@ def _not_applied(rule: Rule, path: str, where: tuple[int, int], why: str) -> Dia
     return Diagnostic(
         path, *where, codes.RULE_NOT_APPLIED, f"{rule.id} ({rule.name}) {why}: expected {expected}{explain}"
     )
+
+
+def refused_patches(found: list[Diagnostic], rules: list[Rule]) -> list[Diagnostic]:
+    """What a refusing rule of role ``patch`` said (CM627: a contract the era's releases do not agree on): the whole
+    reason the file stays as it is, so the tuple uses it leaves are not said again."""
+    ids = {rule.id for rule in rules if rule.role == "patch" and ACTIONS[rule.action].REFUSES}
+    return [d for d in found if d.code in ids]

@@ -32,7 +32,18 @@ ENGINE_FACTS = (
     "exit_converter",
     "past_projection",
 )
-ROLES = ("attention", "block", "base_model", "pretrained", "head", "library_head", "reader", "consumer", "any")
+ROLES = (
+    "attention",
+    "block",
+    "base_model",
+    "pretrained",
+    "head",
+    "library_head",
+    "reader",
+    "consumer",
+    "patch",
+    "any",
+)
 
 
 class RuleError(ValueError):
@@ -198,6 +209,9 @@ def read_toml(path: Path) -> dict:
 
 
 def bound_names(era: Era) -> frozenset[str]:
-    """Holes a rule of ``era`` may use unbound by its pattern: the cache, the layer list, facts, arguments."""
+    """Holes a rule of ``era`` may use unbound by its pattern: the cache, the layer list, facts, arguments, the name
+    of the function's ``**kwargs``."""
     facts = (*(f.name for f in era.facts), *ENGINE_FACTS)
-    return frozenset({"cache", "layers", "outputs", "library_model", *facts, *(f"arg{i}" for i in range(10))})
+    return frozenset(
+        {"cache", "layers", "var_kwargs", "outputs", "library_model", *facts, *(f"arg{i}" for i in range(10))}
+    )

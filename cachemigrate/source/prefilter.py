@@ -19,6 +19,10 @@ the two trees differ. In detail:
   keyword argument of a call that is not ``zip``/``len``/``tuple``... (a builtin that consumes a tuple), a
   ``return``, an element of a tuple/list/set literal that is not a subscript, a key or value of a dict literal,
   a branch of a conditional expression, the whole value of an assignment to plain names, a binding target;
+* a module that patches a class imported from transformers (a top-level function taking a cache set on its
+  attribute, or a subclass of such a class named like an attention overriding ``forward`` with a cache parameter)
+  is never certain: the engine migrates
+  such a patch to the library's keyword for the cache even where it is on the Cache API;
 * anything else is not safe (indexing, unpacking, iterating, ``*x``, arithmetic, ``del``, ``with``, an
   f-string, a comprehension's source...), nor is any ``isinstance(x, Cache)`` guard taken into account (the
   engine excuses code under one; this module does not), nor is a file that ``ast`` cannot parse.
@@ -63,11 +67,59 @@ def nothing_to_migrate(text: str, cache_names: Sequence[str]) -> bool:
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False  # let the engine say what is wrong
     wanted = frozenset(names)
+    if _patches_a_class(tree, wanted):
+        return False  # a patch of a library attention follows the library's keyword, Cache API or not
     for node in ast.walk(tree):
         if isinstance(node, _FUNCTIONS) and wanted.intersection(_parameters(node)):
             if not _function_is_safe(node, wanted):
                 return False
     return True
+
+
+def _patches_a_class(tree: ast.Module, cache_names: frozenset[str]) -> bool:
+    """The module sets a top-level function that takes a cache on an attribute of a class imported from transformers
+    (``GPT2Attention.forward = f``), or subclasses such a class named like an attention with a ``forward`` that takes
+    a cache: a patch of a library class (:mod:`cachemigrate.facts.patches`) is migrated to the library's keyword even
+    where it is on the Cache API. (Relative imports are a model's own package, never the library.)"""
+    library = _library_names(tree)
+    if not library:
+        return False
+    takes = {
+        node.name for node in tree.body if isinstance(node, _FUNCTIONS) and cache_names.intersection(_parameters(node))
+    }
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id in takes:
+            if any(isinstance(t, ast.Attribute) and _root(t.value) in library for t in node.targets):
+                return True
+        if isinstance(node, ast.ClassDef):
+            bases = [b for b in node.bases if _root(b) in library and _last(b).endswith("Attention")]
+            forward = [i for i in node.body if isinstance(i, _FUNCTIONS) and i.name == "forward"]
+            if bases and forward and cache_names.intersection(_parameters(forward[0])):
+                return True
+    return False
+
+
+def _library_names(tree: ast.Module) -> set[str]:
+    """Names the module binds by absolute imports from transformers."""
+    names = set()
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] == "transformers":
+            names.update(alias.asname or alias.name for alias in node.names)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "transformers":
+                    names.add(alias.asname or "transformers")
+    return names
+
+
+def _root(node: ast.expr) -> str:
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else ""
+
+
+def _last(node: ast.expr) -> str:
+    return node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
 
 
 def _parameters(function: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterable[str]:
