@@ -50,9 +50,7 @@ class TieSources:
     """The ties of the classes of one module."""
 
     def __init__(self, module: cst.Module) -> None:
-        self.classes = {
-            s.name.value: s for s in module.body if isinstance(s, cst.ClassDef)
-        }
+        self.classes = {s.name.value: s for s in module.body if isinstance(s, cst.ClassDef)}
 
     # -- classes, methods, attributes ---------------------------------------------------------------------------
 
@@ -63,11 +61,7 @@ class TieSources:
         found = [cls]
         for base in cls.bases:
             if isinstance(base.value, cst.Name):
-                found += [
-                    c
-                    for c in self._mro(base.value.value, seen + (name,))
-                    if c not in found
-                ]
+                found += [c for c in self._mro(base.value.value, seen + (name,)) if c not in found]
         return found
 
     def method(self, name: str, method: str) -> cst.FunctionDef | None:
@@ -78,9 +72,7 @@ class TieSources:
         return None
 
     def class_string(self, name: str, attribute: str) -> str | None:
-        target = m.SimpleStatementLine(
-            [m.Assign([m.AssignTarget(m.Name(attribute))], m.SimpleString())]
-        )
+        target = m.SimpleStatementLine([m.Assign([m.AssignTarget(m.Name(attribute))], m.SimpleString())])
         for cls in self._mro(name):
             for stmt in cls.body.body:
                 if m.matches(stmt, target):
@@ -91,9 +83,7 @@ class TieSources:
         """``x`` -> the class of the file built by ``self.x = Class(...)`` in ``__init__``."""
         init = self.method(name, "__init__")
         built = {}
-        pattern = m.Assign(
-            [m.AssignTarget(m.Attribute(m.Name("self"), m.Name()))], m.Call(m.Name())
-        )
+        pattern = m.Assign([m.AssignTarget(m.Attribute(m.Name("self"), m.Name()))], m.Call(m.Name()))
         for found in findall(init, pattern) if init is not None else ():
             attribute, cls = found.targets[0].target.attr.value, found.value.func.value
             if cls in self.classes:
@@ -112,9 +102,7 @@ class TieSources:
             return None
         return self.path_of(name, returns[0].value, depth + 1)
 
-    def path_of(
-        self, name: str, node: cst.BaseExpression, depth: int = 0
-    ) -> str | None:
+    def path_of(self, name: str, node: cst.BaseExpression, depth: int = 0) -> str | None:
         """``self.a.b`` -> ``a.b``; ``self.get_input_embeddings()`` and ``self.x.get_input_embeddings()`` -> the
         input embeddings of that class."""
         if depth > 8:
@@ -122,18 +110,12 @@ class TieSources:
         path = _self_path(node)
         if path is not None:
             return path
-        if m.matches(
-            node, m.Call(m.Attribute(attr=m.Name("get_input_embeddings")), args=[])
-        ):
+        if m.matches(node, m.Call(m.Attribute(attr=m.Name("get_input_embeddings")), args=[])):
             owner = node.func.value
             if m.matches(owner, m.Name("self")):
                 return self.input_embeddings(name, depth + 1)
             prefix = _self_path(owner)
-            child = (
-                self.attributes(name).get(prefix)
-                if prefix and "." not in prefix
-                else None
-            )
+            child = self.attributes(name).get(prefix) if prefix and "." not in prefix else None
             inner = self.input_embeddings(child, depth + 1) if child else None
             return f"{prefix}.{inner}" if inner else None
         return None
@@ -172,20 +154,14 @@ class TieSources:
                 ties += self._statements(name, stmt.body.body, inner)
                 orelse = stmt.orelse
                 while orelse is not None:
-                    block = (
-                        orelse.body.body
-                        if isinstance(orelse, (cst.If, cst.Else))
-                        else []
-                    )
+                    block = orelse.body.body if isinstance(orelse, (cst.If, cst.Else)) else []
                     ties += self._statements(name, block, gated)
                     orelse = orelse.orelse if isinstance(orelse, cst.If) else None
             elif isinstance(stmt, cst.SimpleStatementLine):
                 for small in stmt.body:
                     if isinstance(small, cst.Assign):
                         ties += self._bias_tie(small, "ungated")
-                    elif isinstance(small, cst.Expr) and m.matches(
-                        small.value, _TIE_CALL
-                    ):
+                    elif isinstance(small, cst.Expr) and m.matches(small.value, _TIE_CALL):
                         args = small.value.args
                         target, source = (self.path_of(name, a.value) for a in args)
                         if target and source:
@@ -223,9 +199,7 @@ class TieSources:
                 ties.append(Tie(f"{output}.weight", "", "unproven", why))
             else:
                 why = "`get_output_embeddings` tied to `get_input_embeddings` by `tie_weights`"
-                ties.append(
-                    Tie(f"{output}.weight", f"{source}.weight", "embeddings", why)
-                )
+                ties.append(Tie(f"{output}.weight", f"{source}.weight", "embeddings", why))
         if depth < 8:
             for attribute, cls in self.attributes(name).items():
                 for tie in self.ties(cls, top=False, depth=depth + 1):
@@ -238,16 +212,12 @@ _TIE_CALL = m.Call(
     m.Attribute(m.Name("self"), m.Name("_tie_or_clone_weights")),
     args=[m.Arg(keyword=None), m.Arg(keyword=None)],
 )
-_CONFIG_FLAG = m.Attribute(
-    m.Attribute(m.Name("self"), m.Name("config")), m.Name("tie_word_embeddings")
-)
+_CONFIG_FLAG = m.Attribute(m.Attribute(m.Name("self"), m.Name("config")), m.Name("tie_word_embeddings"))
 _CONFIG_GETATTR = m.Call(
     m.Name("getattr"),
     args=[
         m.Arg(m.Attribute(m.Name("self"), m.Name("config"))),
-        m.Arg(
-            m.SimpleString(m.MatchIfTrue(lambda s: s[1:-1] == "tie_word_embeddings"))
-        ),
+        m.Arg(m.SimpleString(m.MatchIfTrue(lambda s: s[1:-1] == "tie_word_embeddings"))),
         m.ZeroOrMore(),
     ],
 )

@@ -35,15 +35,9 @@ class _Planner(Planner):
     CLASS_LEVEL = True  # class bodies are edited: visited without a function in scope
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        if (
-            self.function_stack
-            or len(self.class_stack) != 1
-            or node.name.value not in self.ctx.classes
-        ):
+        if self.function_stack or len(self.class_stack) != 1 or node.name.value not in self.ctx.classes:
             return
-        target = m.SimpleStatementLine(
-            [m.Assign([m.AssignTarget(m.Name("_tied_weights_keys"))], m.List())]
-        )
+        target = m.SimpleStatementLine([m.Assign([m.AssignTarget(m.Name("_tied_weights_keys"))], m.List())])
         statement = next((s for s in node.body.body if m.matches(s, target)), None)
         if statement is None:
             return
@@ -51,16 +45,8 @@ class _Planner(Planner):
         ties = action.sources.ties(node.name.value)
         mapping: dict[str, str] = {}
         for element in statement.body[0].value.elements:
-            key = (
-                element.value.evaluated_value
-                if isinstance(element.value, cst.SimpleString)
-                else None
-            )
-            pairs, why = (
-                resolve(ties, key)
-                if isinstance(key, str)
-                else ([], "it is not a string")
-            )
+            key = element.value.evaluated_value if isinstance(element.value, cst.SimpleString) else None
+            pairs, why = resolve(ties, key) if isinstance(key, str) else ([], "it is not a string")
             if why is not None:
                 self._refuse(node, element, key, why)
                 return
@@ -70,31 +56,16 @@ class _Planner(Planner):
             return
         action.changes += 1
         entries = [f'"{k}": "{v}"' for k, v in mapping.items()]
-        indent = (
-            node.body.indent
-            if isinstance(node.body, cst.IndentedBlock) and node.body.indent
-            else "    "
-        )
+        indent = node.body.indent if isinstance(node.body, cst.IndentedBlock) and node.body.indent else "    "
         text = "{" + ", ".join(entries) + "}"
-        if (
-            len(indent) + len("_tied_weights_keys = ") + len(text)
-            > self.ctx.line_length
-        ):  # one entry a line
-            text = (
-                "{\n" + "".join(f"{indent}{entry},\n" for entry in entries) + "}"
-            )  # indented as the class body
+        if len(indent) + len("_tied_weights_keys = ") + len(text) > self.ctx.line_length:  # one entry a line
+            text = "{\n" + "".join(f"{indent}{entry},\n" for entry in entries) + "}"  # indented as the class body
         value = cst.parse_expression(text)
-        self.replace(
-            statement.body[0], lambda updated, _r: updated.with_changes(value=value)
-        )
+        self.replace(statement.body[0], lambda updated, _r: updated.with_changes(value=value))
 
     def _refuse(self, node: cst.ClassDef, element, key, why: str) -> None:
         name = node.name.value
-        shown = (
-            f"`{key}`"
-            if isinstance(key, str)
-            else f"`{cst.Module([]).code_for_node(element.value)}`"
-        )
+        shown = f"`{key}`" if isinstance(key, str) else f"`{cst.Module([]).code_for_node(element.value)}`"
         hint = key if isinstance(key, str) else "<parameter>"
         self.ctx.error(
             self.action.rule,

@@ -1,0 +1,94 @@
+"""The tied weights of migrated files, built on the runtimes themselves: each fixture of CM420 and CM443 (a
+`_tied_weights_keys` list, and `_tie_weights` calling `_tie_or_clone_weights`) is built on transformers 4.51.3 as
+written, then migrated by CM420 and CM443 and built on 5.x (era 5) and on 4.51.3, 4.57.6 and 5.x (portable), with
+`config.tie_word_embeddings` true and false: the same parameter names share one Parameter, and no others
+(tests/tied_groups.py). The file as written does not build on 5.x at all (a list fails in `post_init`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import libcst as cst
+import pytest
+
+from cachemigrate.engine import Options, apply_rules
+from cachemigrate.facts.analysis import analyze
+from cachemigrate.rules.loader import load_ruleset
+
+REPO = Path(__file__).resolve().parent.parent
+GROUPS = REPO / "tests" / "tied_groups.py"
+TF4576 = Path(os.environ.get("CACHEMIGRATE_TF4576_PYTHON", "/work/venvs/tf4576/bin/python"))
+TF5 = Path(os.environ.get("CACHEMIGRATE_TF5_PYTHON", "/work/venvs/tf525/bin/python"))
+FIXTURES = sorted((REPO / "fixtures" / "5" / "CM420").glob("*before.py")) + [REPO / "fixtures/5/CM443/before.py"]
+RUNTIMES = {"5": [TF5], "portable": [Path(sys.executable), TF4576, TF5]}
+
+pytestmark = pytest.mark.runtimes
+
+
+def _migrated(era: str, path: Path) -> str:
+    rules = load_ruleset(era)
+    module = cst.parse_module(path.read_text())
+    chosen = [r for r in rules.rules if r.id in ("CM420", "CM443")]
+    new, applied, diagnostics = apply_rules(
+        module,
+        analyze(module, rules.era.cache_names),
+        chosen,
+        rules.era,
+        str(path),
+        Options(line_length=119),
+    )
+    assert diagnostics == [] and applied.get("CM420"), (
+        applied,
+        [str(d) for d in diagnostics],
+    )
+    return new.code
+
+
+def _groups(python: Path, paths: list[Path]) -> dict:
+    """The tied groups of every file, built in one run of ``python``."""
+    done = subprocess.run(
+        [str(python), str(GROUPS), *map(str, paths)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def originals() -> dict:
+    return _groups(Path(sys.executable), FIXTURES)  # 4.51.3: the files as written
+
+
+@pytest.mark.parametrize("era", sorted(RUNTIMES))
+def test_migrated_ties_are_the_originals_on_every_runtime_of_the_era(era, originals, tmp_path):
+    missing = [str(p) for p in RUNTIMES[era] if not p.is_file()]
+    if missing:
+        pytest.skip(f"no runtime at {missing} (bench/runtimes.py builds them)")
+    migrated = {}
+    for fixture in FIXTURES:
+        expected = originals[str(fixture)]
+        assert isinstance(expected, dict), expected
+        assert any(expected[k] for k in expected if k.endswith("/True")), fixture  # the fixture ties something
+        path = tmp_path / f"{fixture.parent.name}_{fixture.name}"
+        path.write_text(_migrated(era, fixture))
+        migrated[str(path)] = str(fixture)
+    for python in RUNTIMES[era]:
+        found = _groups(python, [Path(p) for p in migrated])
+        for path, fixture in migrated.items():
+            assert found[path] == originals[fixture], (python, fixture)
+
+
+def test_the_lists_as_written_do_not_build_on_5x():
+    if not TF5.is_file():
+        pytest.skip(f"no runtime at {TF5}")
+    found = _groups(TF5, FIXTURES)
+    assert all(
+        isinstance(v, str) and v == "AttributeError: 'list' object has no attribute 'keys'" for v in found.values()
+    ), found
