@@ -82,7 +82,14 @@ def test_migrated_ties_are_the_originals_on_every_runtime_of_the_era(era, origin
     for python in RUNTIMES[era]:
         found = _groups(python, [Path(p) for p in migrated])
         for path, fixture in migrated.items():
-            assert found[path] == originals[fixture], (python, fixture)
+            expected = {k: v for k, v in originals[fixture].items() if not k.endswith("/None")}
+            assert {k: v for k, v in found[path].items() if not k.endswith("/None")} == expected, (python, fixture)
+            unset = {k: v for k, v in found[path].items() if k.endswith("/None")}
+            if python == TF5:  # 5.x no longer sets tie_word_embeddings, and ties the mapping only when it is true:
+                # what was built tied stays tied, nothing more (CM911 tells the user to set it in the config)
+                assert unset == {k.replace("/False", "/None"): v for k, v in found[path].items() if "/False" in k}
+            else:  # 4.x: true by default
+                assert unset == {k.replace("/True", "/None"): v for k, v in found[path].items() if "/True" in k}
 
 
 def test_the_lists_as_written_do_not_build_on_5x():

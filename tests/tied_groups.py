@@ -1,5 +1,5 @@
 """Run by tests/test_tied_weights_runtimes.py under a runtime's python: ``tied_groups.py FILE...`` builds every
-class of each FILE that has ``_tied_weights_keys`` from a small config, with ``tie_word_embeddings`` true and false,
+class of each FILE that has ``_tied_weights_keys`` from a small config, with ``tie_word_embeddings`` true, false and not set,
 and prints (JSON, one line) which parameter names are one Parameter: ``{FILE: {"Class/True": [[name, ...], ...]}}``;
 a file that fails gives ``{FILE: "<exception>"}``."""
 
@@ -26,9 +26,10 @@ def built(path: str, index: int) -> dict:
     for name, cls in sorted(vars(module).items()):
         if not isinstance(cls, type) or "_tied_weights_keys" not in vars(cls) or cls.__module__ != module.__name__:
             continue
-        for tie in (True, False):
+        for tie in (True, False, None):  # None: not set, the config class's default
             torch.manual_seed(0)
-            config = PretrainedConfig(vocab_size=11, d_model=8, n_embd=8, n_layer=1, tie_word_embeddings=tie)
+            given = {} if tie is None else {"tie_word_embeddings": tie}
+            config = PretrainedConfig(vocab_size=11, d_model=8, n_embd=8, n_layer=1, **given)
             found[f"{name}/{tie}"] = groups(cls(config))
     return found
 
