@@ -99,3 +99,25 @@ def test_the_lists_as_written_do_not_build_on_5x():
     assert all(
         isinstance(v, str) and v == "AttributeError: 'list' object has no attribute 'keys'" for v in found.values()
     ), found
+
+
+def test_a_tie_weights_override_without_the_5x_keywords_does_not_build_on_5x():
+    """What CM420 refuses (fixtures/5/CM420/override_refused.py): 5.x's post_init calls the override with keywords."""
+    if not TF5.is_file():
+        pytest.skip(f"no runtime at {TF5}")
+    path = REPO / "fixtures" / "5" / "CM420" / "override_refused.py"
+    script = (
+        "import importlib.util, sys\n"
+        "from transformers import PretrainedConfig\n"
+        f"spec = importlib.util.spec_from_file_location('fixture', {str(path)!r})\n"
+        "module = importlib.util.module_from_spec(spec)\n"
+        "spec.loader.exec_module(module)\n"
+        "try:\n"
+        "    module.DunlinModel(PretrainedConfig(vocab_size=5, d_model=4, tie_word_embeddings=True))\n"
+        "except TypeError as exc:\n"
+        "    print(exc)\n"
+    )
+    done = subprocess.run([str(TF5), "-c", script], check=False, capture_output=True, text=True, timeout=300)
+    assert done.stdout.strip().endswith(
+        "tie_weights() got an unexpected keyword argument 'recompute_mapping'"
+    ), done.stderr[-2000:]

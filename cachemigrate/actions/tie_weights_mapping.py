@@ -8,7 +8,8 @@ true; 4.x tied what the code tied (``tie_weights``, the modules' ``_tie_weights`
 read from that code (:mod:`.tie_sources`): an entry 4.x matched inside a sub-model (``encoder.embed_tokens.weight``
 of a head whose base model is ``model``) is written with its full name, and each source is the parameter at the
 end of the chain of ties. When the source of an entry cannot be proven the list stays and the file is reported,
-naming the entry."""
+naming the entry. A class that overrides ``tie_weights`` without 5.x's keywords is refused: 5.x calls it with
+them (from ``post_init``), to tie the mapping."""
 
 from __future__ import annotations
 
@@ -36,6 +37,20 @@ class _Planner(Planner):
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         if self.function_stack or len(self.class_stack) != 1 or node.name.value not in self.ctx.classes:
+            return
+        override = next((s for s in node.body.body if m.matches(s, m.FunctionDef(m.Name("tie_weights")))), None)
+        if override is not None and not _takes_5x_call(override):
+            self.ctx.error(
+                self.action.rule,
+                None,
+                f"`{node.name.value}.tie_weights` overrides `PreTrainedModel.tie_weights`, which transformers 5.x calls "
+                "as `tie_weights(missing_keys=..., recompute_mapping=False)` (from `post_init` and `from_pretrained`) "
+                "to tie what `_tied_weights_keys` maps: there this override raises TypeError, and it would replace "
+                "that tying; the file was left unchanged. Move what it ties into `_tied_weights_keys` and remove it, "
+                "or take those parameters and call `super().tie_weights(missing_keys=missing_keys, "
+                "recompute_mapping=recompute_mapping)` in it",
+                node=override,
+            )
             return
         target = m.SimpleStatementLine([m.Assign([m.AssignTarget(m.Name("_tied_weights_keys"))], m.List())])
         statement = next((s for s in node.body.body if m.matches(s, target)), None)
@@ -78,3 +93,10 @@ class _Planner(Planner):
             'tied to>", ...}` (5.x ties each entry when `config.tie_word_embeddings` is true)',
             node=element,
         )
+
+
+def _takes_5x_call(function: cst.FunctionDef) -> bool:
+    """Whether ``tie_weights`` takes 5.x's keywords (``missing_keys``, ``recompute_mapping``) or ``**kwargs``."""
+    params = function.params
+    names = {p.name.value for p in (*params.params, *params.kwonly_params)}
+    return isinstance(params.star_kwarg, cst.Param) or {"missing_keys", "recompute_mapping"} <= names
