@@ -1,7 +1,7 @@
 """Run by tests/test_tied_weights_runtimes.py under a runtime's python: ``tied_groups.py FILE...`` builds every
-class of each FILE that has ``_tied_weights_keys`` from a small config, with ``tie_word_embeddings`` true, false and not set,
-and prints (JSON, one line) which parameter names are one Parameter: ``{FILE: {"Class/True": [[name, ...], ...]}}``;
-a file that fails gives ``{FILE: "<exception>"}``."""
+class of each FILE that defines ``_tied_weights_keys`` or ``get_output_embeddings`` from a small config, with
+``tie_word_embeddings`` true, false and not set, and prints (JSON, one line) which parameter names are one
+Parameter: ``{FILE: {"Class/True": [[name, ...], ...]}}``; a file that fails gives ``{FILE: "<exception>"}``."""
 
 import importlib.util
 import json
@@ -24,7 +24,9 @@ def built(path: str, index: int) -> dict:
     spec.loader.exec_module(module)
     found = {}
     for name, cls in sorted(vars(module).items()):
-        if not isinstance(cls, type) or "_tied_weights_keys" not in vars(cls) or cls.__module__ != module.__name__:
+        if not isinstance(cls, type) or cls.__module__ != module.__name__:
+            continue
+        if "_tied_weights_keys" not in vars(cls) and "get_output_embeddings" not in vars(cls):
             continue
         for tie in (True, False, None):  # None: not set, the config class's default
             torch.manual_seed(0)

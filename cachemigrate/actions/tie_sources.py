@@ -54,6 +54,14 @@ class TieSources:
 
     # -- classes, methods, attributes ---------------------------------------------------------------------------
 
+    def mro(self, name: str) -> list[cst.ClassDef]:
+        return self._mro(name)
+
+    @staticmethod
+    def class_assigns(cls: cst.ClassDef, attribute: str) -> bool:
+        target = m.SimpleStatementLine([m.Assign([m.AssignTarget(m.Name(attribute))])])
+        return any(m.matches(stmt, target) for stmt in cls.body.body)
+
     def _mro(self, name: str, seen: tuple = ()) -> list[cst.ClassDef]:
         cls = self.classes.get(name)
         if cls is None or name in seen:

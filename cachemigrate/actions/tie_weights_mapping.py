@@ -54,10 +54,11 @@ class _Planner(Planner):
             return
         target = m.SimpleStatementLine([m.Assign([m.AssignTarget(m.Name("_tied_weights_keys"))], m.List())])
         statement = next((s for s in node.body.body if m.matches(s, target)), None)
-        if statement is None:
-            return
         action: TieWeightsMapping = self.action
         ties = action.sources.ties(node.name.value)
+        if statement is None:
+            self._unlisted(node, ties)
+            return
         mapping: dict[str, str] = {}
         for element in statement.body[0].value.elements:
             key = element.value.evaluated_value if isinstance(element.value, cst.SimpleString) else None
@@ -67,31 +68,68 @@ class _Planner(Planner):
                 return
             for tied, source in pairs:
                 mapping.setdefault(tied, source)
-        if not mapping:
-            return
         action.changes += 1
+        value = cst.parse_expression(self._text(node, mapping))  # an empty list too: 5.x calls `.keys()` on it
+        self.replace(statement.body[0], lambda updated, _r: updated.with_changes(value=value))
+
+    def _text(self, node: cst.ClassDef, mapping: dict[str, str]) -> str:
         entries = [f'"{k}": "{v}"' for k, v in mapping.items()]
         indent = node.body.indent if isinstance(node.body, cst.IndentedBlock) and node.body.indent else "    "
         text = "{" + ", ".join(entries) + "}"
         if len(indent) + len("_tied_weights_keys = ") + len(text) > self.ctx.line_length:  # one entry a line
             text = "{\n" + "".join(f"{indent}{entry},\n" for entry in entries) + "}"  # indented as the class body
-        value = cst.parse_expression(text)
-        self.replace(statement.body[0], lambda updated, _r: updated.with_changes(value=value))
+        return text
 
-    def _refuse(self, node: cst.ClassDef, element, key, why: str) -> None:
+    def _unlisted(self, node: cst.ClassDef, ties) -> None:
+        """A class without ``_tied_weights_keys`` (4.x tied without one) whose output embeddings 4.x tied, or that
+        ties in its own ``_tie_weights`` under ``tie_word_embeddings``: 5.x ties only what a mapping names, so the
+        mapping is added."""
+        sources = self.action.sources
+        if any(sources.class_assigns(cls, "_tied_weights_keys") for cls in sources.mro(node.name.value)):
+            return
+        own = [
+            t
+            for t in ties
+            if t.how in ("embeddings", "unproven") or (t.how == "gated" and t in sources.own_ties(node.name.value))
+        ]
+        if not own:
+            return
+        mapping: dict[str, str] = {}
+        for tie in own:
+            pairs, why = resolve(ties, tie.target)
+            if why is not None:
+                self._refuse(node, None, tie.target, why, listed=False)
+                return
+            for tied, source in pairs:
+                mapping.setdefault(tied, source)
+        self.action.changes += 1
+        statement = cst.parse_statement(f"_tied_weights_keys = {self._text(node, mapping)}\n")
+        body = list(node.body.body)
+        first = 1 if body and m.matches(body[0], m.SimpleStatementLine([m.Expr(m.SimpleString())])) else 0
+        if first:  # after the docstring, a blank line
+            statement = statement.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
+        self.insert(node.body, first, [statement])
+
+    def _refuse(self, node: cst.ClassDef, element, key, why: str, listed: bool = True) -> None:
         name = node.name.value
         shown = f"`{key}`" if isinstance(key, str) else f"`{cst.Module([]).code_for_node(element.value)}`"
         hint = key if isinstance(key, str) else "<parameter>"
+        what = (
+            f"`{name}._tied_weights_keys` is a list, which transformers 5.x rejects, and the parameter that its "
+            f"entry {shown} is tied to"
+            if listed
+            else f"`{name}` has no `_tied_weights_keys`, without which transformers 5.x ties nothing, and the "
+            f"parameter that 4.x tied {shown} to"
+        )
         self.ctx.error(
             self.action.rule,
             None,
-            f"`{name}._tied_weights_keys` is a list, which transformers 5.x rejects, and the parameter that its "
-            f"entry {shown} is tied to could not be proven from the file ({why}; read: `get_output_embeddings` / "
+            f"{what} could not be proven from the file ({why}; read: `get_output_embeddings` / "
             "`get_input_embeddings` through `base_model_prefix`, `self._tie_or_clone_weights(...)` in "
             "`_tie_weights` under `if self.config.tie_word_embeddings:`, `self.<x>.bias = self.bias`); the file was "
             f'left unchanged. Write the mapping by hand: `_tied_weights_keys = {{"{hint}": "<the parameter it is '
             'tied to>", ...}` (5.x ties each entry when `config.tie_word_embeddings` is true)',
-            node=element,
+            node=element if element is not None else node,
         )
 
 
