@@ -9,8 +9,9 @@ transformers 4.x ties them (for :mod:`.tie_weights_mapping`, which writes the ``
 - a ``_tie_weights`` method (4.x calls every module's): ``self._tie_or_clone_weights(self.<a>, self.<b>)`` ties
   ``<a>.weight`` to ``<b>.weight``; under ``if self.config.tie_word_embeddings:`` it is conditional, as 5.x makes
   every tie of the mapping;
-- assignments ``self.<a>.bias = self.<b>`` (or ``self.<b> = self.<a>.bias``) in ``__init__`` or ``_tie_weights``:
-  the same Parameter, whatever the config says.
+- assignments ``self.<a>.bias = self.<b>`` (or ``self.<b> = self.<a>.bias``) in ``__init__`` or ``_tie_weights``,
+  and a module handed to a sub-module as it is built (``self.encoder = Stack(config, self.shared)`` keeping it as
+  ``self.embed_tokens``, or its weight): the same Parameter, whatever the config says.
 
 The ties of the attributes built in ``__init__`` (``self.<x> = <Class of the file>(...)``) are read in their class
 and prefixed with ``<x>.``. A tie whose target is itself tied is followed to the first parameter that is not: 5.x
@@ -43,6 +44,15 @@ def _self_path(node: cst.BaseExpression) -> str | None:
         node = node.value
     if isinstance(node, cst.Name) and node.value == "self" and parts:
         return ".".join(reversed(parts))
+    return None
+
+
+def _param_path(node: cst.BaseExpression) -> tuple[str, str] | None:
+    """``("embed_tokens", "")`` for ``embed_tokens``, ``("embed_tokens", "weight")`` for ``embed_tokens.weight``."""
+    if isinstance(node, cst.Name) and node.value != "self":
+        return node.value, ""
+    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value != "self":
+        return node.value.value, node.attr.value
     return None
 
 
@@ -99,6 +109,44 @@ class TieSources:
             else:
                 built.pop(attribute, None)
         return built
+
+    def _handed(self, name: str) -> list[Tie]:
+        """Modules handed to a sub-module as it is built: ``self.x = Class(config, self.shared)`` where
+        ``Class.__init__`` keeps that parameter (``self.embed_tokens = embed_tokens``) or its weight
+        (``self.embed_tokens.weight = embed_tokens.weight``): ``x.embed_tokens.weight`` is ``shared.weight``."""
+        init = self.method(name, "__init__")
+        pattern = m.Assign([m.AssignTarget(m.Attribute(m.Name("self"), m.Name()))], m.Call(m.Name()))
+        ties = []
+        for found in findall(init, pattern) if init is not None else ():
+            attribute, cls = found.targets[0].target.attr.value, found.value.func.value
+            callee = self.method(cls, "__init__") if cls in self.classes else None
+            if callee is None:
+                continue
+            params = [p.name.value for p in callee.params.params][1:]  # after self
+            given = {}
+            for index, arg in enumerate(found.value.args):
+                if arg.star:
+                    break
+                key = arg.keyword.value if arg.keyword is not None else params[index] if index < len(params) else None
+                path = _self_path(arg.value)
+                if key and path:
+                    given[key] = path
+            for assign in findall(callee, m.Assign()) if given else ():
+                if len(assign.targets) != 1:
+                    continue
+                left, right = _self_path(assign.targets[0].target), _param_path(assign.value)
+                if left is None or right is None or right[0] not in given:
+                    continue
+                kept, suffix = given[right[0]], right[1]
+                if not suffix and "." not in left:  # self.embed_tokens = embed_tokens
+                    target, source = f"{left}.weight", f"{kept}.weight"
+                elif suffix == "weight" and left.endswith(".weight"):  # self.embed_tokens.weight = embed_tokens.weight
+                    target, source = left, f"{kept}.weight"
+                else:
+                    continue
+                why = f"`self.{attribute} = {cls}(..., self.{kept})` keeping it in `{cls}.__init__`"
+                ties.append(Tie(f"{attribute}.{target}", source, "built", why))
+        return ties
 
     def _returned(self, name: str, method: str, depth: int) -> str | None:
         """The dotted path of what ``method`` of class ``name`` returns, when it is one ``return``."""
@@ -208,6 +256,7 @@ class TieSources:
             else:
                 why = "`get_output_embeddings` tied to `get_input_embeddings` by `tie_weights`"
                 ties.append(Tie(f"{output}.weight", f"{source}.weight", "embeddings", why))
+        ties += self._handed(name)
         if depth < 8:
             for attribute, cls in self.attributes(name).items():
                 for tie in self.ties(cls, top=False, depth=depth + 1):
