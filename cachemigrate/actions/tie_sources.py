@@ -240,11 +240,17 @@ class TieSources:
             return [Tie(right, left, how, why)]
         return []
 
+    def _posts_init(self, name: str) -> bool:
+        init = self.method(name, "__init__")
+        call = m.Call(m.Attribute(m.Name("self"), m.Name("post_init")))
+        return init is not None and bool(findall(init, call))
+
     def ties(self, name: str, top: bool = True, depth: int = 0) -> list[Tie]:
         """Every tie in the tree of class ``name``, dotted from it. The output embeddings are tied (by 4.x's
-        ``tie_weights``) for the class itself only."""
+        ``tie_weights``) for the class itself, and for a sub-model that calls ``self.post_init()`` (which ties them as
+        it is built)."""
         ties = list(self.own_ties(name))
-        output = self.output_embeddings(name) if top else None
+        output = self.output_embeddings(name) if top or self._posts_init(name) else None
         if output is not None:
             source = self.input_embeddings(name)
             if self.method(name, "tie_weights") is not None:
@@ -287,12 +293,12 @@ def _is_gate(test: cst.BaseExpression) -> bool:
 
 def resolve(ties: list[Tie], key: str) -> tuple[list[tuple[str, str]], str | None]:
     """The ``(parameter, source)`` pairs of one list entry (4.x read it as a pattern searched in the full names:
-    the ties whose target is ``key`` or ends with ``.key``), each source followed to a parameter that is not tied
-    itself; or ``([], why not)``."""
+    the ties whose target is ``key``, ends with ``.key``, or lies in the module ``key`` names), each source followed
+    to a parameter that is not tied itself; or ``([], why not)``."""
     by_target: dict[str, Tie] = {}
     for tie in ties:
         by_target.setdefault(tie.target, tie)
-    matched = [t for t in by_target if t == key or t.endswith("." + key)]
+    matched = [t for t in by_target if f".{key}." in f".{t}." or t.endswith("." + key)]  # a module names its own
     if not matched:
         return [], "no code of the file ties it"
     pairs = []

@@ -87,10 +87,12 @@ class _Planner(Planner):
         sources = self.action.sources
         if any(sources.class_assigns(cls, "_tied_weights_keys") for cls in sources.mro(node.name.value)):
             return
+        output = sources.output_embeddings(node.name.value)
         own = [
             t
             for t in ties
-            if t.how in ("embeddings", "unproven") or (t.how == "gated" and t in sources.own_ties(node.name.value))
+            if (t.how in ("embeddings", "unproven") and t.target == f"{output}.weight")
+            or (t.how == "gated" and t in sources.own_ties(node.name.value))
         ]
         if not own:
             return
