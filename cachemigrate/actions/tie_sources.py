@@ -160,21 +160,37 @@ class TieSources:
 
     def path_of(self, name: str, node: cst.BaseExpression, depth: int = 0) -> str | None:
         """``self.a.b`` -> ``a.b``; ``self.get_input_embeddings()`` and ``self.x.get_input_embeddings()`` -> the
-        input embeddings of that class."""
+        input embeddings of that class (the same for ``get_output_embeddings``)."""
         if depth > 8:
             return None
         path = _self_path(node)
         if path is not None:
             return path
-        if m.matches(node, m.Call(m.Attribute(attr=m.Name("get_input_embeddings")), args=[])):
-            owner = node.func.value
+        getter = m.Name(m.MatchIfTrue(lambda n: n in ("get_input_embeddings", "get_output_embeddings")))
+        if m.matches(node, m.Call(m.Attribute(attr=getter), args=[])):
+            owner, method = node.func.value, node.func.attr.value
+            find = self.input_embeddings if method == "get_input_embeddings" else self._output
             if m.matches(owner, m.Name("self")):
-                return self.input_embeddings(name, depth + 1)
+                return find(name, depth + 1)
             prefix = _self_path(owner)
             child = self.attributes(name).get(prefix) if prefix and "." not in prefix else None
-            inner = self.input_embeddings(child, depth + 1) if child else None
+            inner = find(child, depth + 1) if child else None
             return f"{prefix}.{inner}" if inner else None
         return None
+
+    def _output(self, name: str, depth: int) -> str | None:
+        return self._returned(name, "get_output_embeddings", depth) if depth < 8 else None
+
+    def is_pretrained(self, name: str) -> bool:
+        """Whether class ``name`` derives (through the classes of the file) from a ``...PreTrainedModel``."""
+        for cls in self._mro(name):
+            for base in cls.bases:
+                base_name = base.value.value if isinstance(base.value, cst.Name) else getattr(base.value, "attr", None)
+                base_name = base_name.value if isinstance(base_name, cst.Name) else base_name
+                if isinstance(base_name, str) and base_name not in self.classes:
+                    if base_name.lower().endswith("pretrainedmodel"):
+                        return True
+        return False
 
     def input_embeddings(self, name: str, depth: int = 0) -> str | None:
         """What ``get_input_embeddings`` of class ``name`` returns, or 4.x's default: that of the attribute named

@@ -85,6 +85,8 @@ class _Planner(Planner):
         ties in its own ``_tie_weights`` under ``tie_word_embeddings``: 5.x ties only what a mapping names, so the
         mapping is added."""
         sources = self.action.sources
+        if not sources.is_pretrained(node.name.value):  # 4.x ties the output embeddings of a PreTrainedModel
+            return
         if any(sources.class_assigns(cls, "_tied_weights_keys") for cls in sources.mro(node.name.value)):
             return
         output = sources.output_embeddings(node.name.value)
