@@ -73,6 +73,40 @@ def test_a_read_the_config_class_does_not_set_is_noted_at_its_line(tmp_path):
     assert "Add `pad_token_id=None` to `ToyConfig.__init__`" in note.message
 
 
+def test_a_tied_weights_mapping_is_a_read_of_tie_word_embeddings(tmp_path):
+    """5.x ties `_tied_weights_keys` only when `config.tie_word_embeddings` is true, and no longer sets it: a
+    mapping (what CM420 writes) with a config class that does not set it gets a note at the mapping; a list (4.x's,
+    which 5.x does not read) or a config class that sets it, none. tests/test_tied_weights_runtimes.py shows 5.25.0
+    leaving such a model untied."""
+    (tmp_path / "configuration_toy.py").write_text(CONFIG.format(base="PretrainedConfig"))
+    path = tmp_path / "modeling_toy.py"
+    defaults, runtime = config_defaults("5")
+    mapping = '    _tied_weights_keys = {"out.weight": "embed.weight"}\n'
+    code = MODELING.format(source=".configuration_toy").replace("    config_class = ToyConfig\n", mapping, 1)
+    code = code.replace(
+        "class ToyModel(ToyPreTrainedModel):\n", "class ToyModel(ToyPreTrainedModel):\n    config_class = ToyConfig\n"
+    )
+    notes = [
+        n for n in companion_notes(str(path), code, "5", defaults, runtime, ()) if "_tied_weights_keys" in n.message
+    ]
+    line = code.splitlines().index(mapping.rstrip("\n")) + 1
+    assert [(n.code, n.line, n.column) for n in notes] == [(CONFIG_DEFAULT, line, 5)]
+    assert "ties the parameters of `_tied_weights_keys` only when `config.tie_word_embeddings` is true" in (
+        notes[0].message
+    )
+    assert "Add `tie_word_embeddings=True` to `ToyConfig.__init__`" in notes[0].message
+    as_list = code.replace(mapping, '    _tied_weights_keys = ["out.weight"]\n')
+    assert not [
+        n for n in companion_notes(str(path), as_list, "5", defaults, runtime, ()) if "_tied_weights_keys" in n.message
+    ]
+    fixed = CONFIG.replace("bos_token_id=1, **kwargs", "bos_token_id=1, tie_word_embeddings=True, **kwargs")
+    fixed = fixed.replace("super().__init__(", "super().__init__(tie_word_embeddings=tie_word_embeddings, ")
+    (tmp_path / "configuration_toy.py").write_text(fixed.format(base="PretrainedConfig"))
+    assert not [
+        n for n in companion_notes(str(path), code, "5", defaults, runtime, ()) if "_tied_weights_keys" in n.message
+    ]
+
+
 def test_a_companion_imported_by_an_absolute_name_is_read_too(tmp_path):
     [note] = _notes(tmp_path, source="configuration_toy")
     assert "`config.pad_token_id`" in note.message

@@ -262,8 +262,12 @@ def test_tie_weights_mapping_reports_what_it_cannot_map_and_changes_nothing(edit
     assert new == source and applied == {}
     assert len(diagnostics) == 1 and "`Head._tied_weights_keys` is a list" in diagnostics[0]
     lines = source.splitlines()
-    line = lines.index("    def __init__(self, config):", lines.index("class Head(P):")) + 1
-    assert diagnostics[0].startswith(f"inline.py:{line}:") and "Write the mapping by hand" in diagnostics[0]
+    line = next(i for i, text in enumerate(lines, 1) if text.startswith("    _tied_weights_keys = "))
+    key = lines[line - 1].split('"')[1]
+    column = lines[line - 1].index('"') + 1  # at the entry whose source is not proven
+    assert diagnostics[0].startswith(f"inline.py:{line}:{column}: ")
+    assert f"its entry `{key}` is tied to could not be proven" in diagnostics[0]
+    assert f'Write the mapping by hand: `_tied_weights_keys = {{"{key}": ' in diagnostics[0]
 
 
 # ------------------------------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The helpers vendored into migrated files (rules/vendor/*.py, and the methods CM440-CM442 add) give what the
+"""The helpers vendored into migrated files (rules/vendor/*.py, and the methods CM440-CM443 add) give what the
 transformers 4.51.3 definitions of the same name give, on random inputs with fixed seeds: exactly (torch.equal,
 the same exception type and message) wherever the original is exact."""
 
@@ -309,6 +309,28 @@ def test_get_extended_attention_mask_of_cm442_equals_4_51(decoder):
                 assert same(mine(model, mask, (batch, queries), dtype=dtype), expected)
     flat = torch.ones(3)
     assert outcome(mine, model, flat, (1, 3)) == outcome(model.get_extended_attention_mask, flat, (1, 3))
+
+
+@pytest.mark.parametrize("torchscript", [False, True])
+def test_tie_or_clone_weights_of_cm443_equals_4_51(torchscript):
+    """An output projection with a shorter bias and fewer outputs than the embedding has rows, and one without bias:
+    tied (the same Parameter) or cloned (equal, not the same), the bias padded with zeros, `out_features` set, as
+    4.51's `PreTrainedModel._tie_or_clone_weights` does."""
+    mine = _method("CM443")
+    config = transformers.GPT2Config(n_layer=1, n_embd=8, n_head=2, vocab_size=11, torchscript=torchscript)
+    model = transformers.GPT2Model(config)
+    for bias in (True, False):
+        results = []
+        for tie in (mine, type(model)._tie_or_clone_weights):
+            torch.manual_seed(41)
+            embedding, output = torch.nn.Embedding(11, 8), torch.nn.Linear(8, 9, bias=bias)
+            tie(model, output, embedding)
+            results.append((embedding, output))
+        (embedding, output), (ref_embedding, ref_output) = results
+        assert (output.weight is embedding.weight) == (ref_output.weight is ref_embedding.weight) == (not torchscript)
+        assert same(output.weight.data, ref_output.weight.data) and output.out_features == ref_output.out_features
+        assert (output.bias is None) == (ref_output.bias is None) == (not bias)
+        assert output.bias is None or same(output.bias.data, ref_output.bias.data)
 
 
 def test_torch_float_equals_4_51_outside_and_inside_tracing():

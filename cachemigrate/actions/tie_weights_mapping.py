@@ -1,21 +1,23 @@
 """``tie_weights_mapping``: ``_tied_weights_keys = ["lm_head.weight"]`` (a list of the tied parameters) becomes
 the ``{tied parameter: its source}`` mapping that transformers 5.x requires (a list fails in ``post_init``), e.g.
-``{"lm_head.weight": "transformer.wte.weight"}``. Iterating the mapping gives the list's names, which is all that
-4.x reads of it, so the mapping works on every release from 4.50.
+``{"lm_head.weight": "transformer.wte.weight"}``. Iterating the mapping gives the parameters' names, which is all
+that 4.x reads of it (as patterns searched in the full names), so the mapping works on every release from 4.50.
 
-The source is found in the file: the head's ``self.<prefix> = <Model>(...)``, where ``prefix`` is the
-``base_model_prefix`` of its pretrained class, and ``<Model>.get_input_embeddings`` returning ``self.<path>``; an
-entry is mapped only when it names the head's output embeddings (what its ``get_output_embeddings`` returns,
-``.weight``). When any of this cannot be found the list stays and the file is reported."""
+5.x ties exactly what the mappings of a model and of its sub-models name, when ``config.tie_word_embeddings`` is
+true; 4.x tied what the code tied (``tie_weights``, the modules' ``_tie_weights``). The source of each entry is
+read from that code (:mod:`.tie_sources`): an entry 4.x matched inside a sub-model (``encoder.embed_tokens.weight``
+of a head whose base model is ``model``) is written with its full name, and each source is the parameter at the
+end of the chain of ties. When the source of an entry cannot be proven the list stays and the file is reported,
+naming the entry. A class that overrides ``tie_weights`` without 5.x's keywords is refused: 5.x calls it with
+them (from ``post_init``), to tie the mapping."""
 
 from __future__ import annotations
 
 import libcst as cst
 import libcst.matchers as m
 
-from ..views.patterns import code_of
 from .base import Action, Planner
-from ..traverse import findall
+from .tie_sources import TieSources, resolve
 
 
 class TieWeightsMapping(Action):
@@ -26,28 +28,8 @@ class TieWeightsMapping(Action):
         return _Planner(self)
 
     def plan(self, module: cst.Module) -> list:
-        self.classes = {s.name.value: s for s in module.body if isinstance(s, cst.ClassDef)}
+        self.sources = TieSources(module)
         return super().plan(module)
-
-
-def _class_string(cls: cst.ClassDef | None, name: str) -> str | None:
-    """The string value of a class attribute ``name = "..."``."""
-    for stmt in cls.body.body if cls is not None else ():
-        if m.matches(stmt, m.SimpleStatementLine([m.Assign([m.AssignTarget(m.Name(name))], m.SimpleString())])):
-            return stmt.body[0].value.evaluated_value
-    return None
-
-
-def _returned_self_path(cls: cst.ClassDef | None, method: str) -> str | None:
-    """``wte`` / ``decoder.embed_tokens`` when ``method`` of ``cls`` is ``return self.<path>``."""
-    for stmt in cls.body.body if cls is not None else ():
-        if isinstance(stmt, cst.FunctionDef) and stmt.name.value == method:
-            returns = findall(stmt, m.Return(m.Attribute()))
-            if len(returns) == 1:
-                path = code_of(returns[0].value)
-                if path.startswith("self."):
-                    return path[len("self.") :]
-    return None
 
 
 class _Planner(Planner):
@@ -56,47 +38,107 @@ class _Planner(Planner):
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         if self.function_stack or len(self.class_stack) != 1 or node.name.value not in self.ctx.classes:
             return
-        target = m.SimpleStatementLine([m.Assign([m.AssignTarget(m.Name("_tied_weights_keys"))], m.List())])
-        statement = next((s for s in node.body.body if m.matches(s, target)), None)
-        if statement is None:
-            return
-        action: TieWeightsMapping = self.action
-        entries = statement.body[0].value.elements
-        mapping = self._mapping(node, entries)
-        if mapping is None:
+        override = next((s for s in node.body.body if m.matches(s, m.FunctionDef(m.Name("tie_weights")))), None)
+        if override is not None and not _takes_5x_call(override):
             self.ctx.error(
-                action.rule,
-                f"{node.name.value}.__init__" if f"{node.name.value}.__init__" in self.ctx.info.functions else None,
-                f"`{node.name.value}._tied_weights_keys` is a list, which transformers 5.x rejects, and the "
-                "parameters it ties to could not be found in the file (the head's base model attribute named by "
-                "`base_model_prefix`, and `get_input_embeddings` of that model returning `self.<embedding>`); the "
-                "file was left unchanged. Write the mapping by hand: "
-                '`_tied_weights_keys = {"lm_head.weight": "<prefix>.<embedding>.weight"}`',
+                self.action.rule,
+                None,
+                f"`{node.name.value}.tie_weights` overrides `PreTrainedModel.tie_weights`, which transformers 5.x calls "
+                "as `tie_weights(missing_keys=..., recompute_mapping=False)` (from `post_init` and `from_pretrained`) "
+                "to tie what `_tied_weights_keys` maps: there this override raises TypeError, and it would replace "
+                "that tying; the file was left unchanged. Move what it ties into `_tied_weights_keys` and remove it, "
+                "or take those parameters and call `super().tie_weights(missing_keys=missing_keys, "
+                "recompute_mapping=recompute_mapping)` in it",
+                node=override,
             )
             return
+        target = m.SimpleStatementLine([m.Assign([m.AssignTarget(m.Name("_tied_weights_keys"))], m.List())])
+        statement = next((s for s in node.body.body if m.matches(s, target)), None)
+        action: TieWeightsMapping = self.action
+        ties = action.sources.ties(node.name.value)
+        if statement is None:
+            self._unlisted(node, ties)
+            return
+        mapping: dict[str, str] = {}
+        for element in statement.body[0].value.elements:
+            key = element.value.evaluated_value if isinstance(element.value, cst.SimpleString) else None
+            pairs, why = resolve(ties, key) if isinstance(key, str) else ([], "it is not a string")
+            if why is not None:
+                self._refuse(node, element, key, why)
+                return
+            for tied, source in pairs:
+                mapping.setdefault(tied, source)
         action.changes += 1
-        value = cst.parse_expression("{" + ", ".join(f"{k!r}: {v!r}".replace("'", '"') for k, v in mapping) + "}")
+        value = cst.parse_expression(self._text(node, mapping))  # an empty list too: 5.x calls `.keys()` on it
         self.replace(statement.body[0], lambda updated, _r: updated.with_changes(value=value))
 
-    def _mapping(self, node: cst.ClassDef, entries) -> list[tuple[str, str]] | None:
-        classes = self.action.classes
-        output = _returned_self_path(node, "get_output_embeddings")
-        pretrained = next((classes.get(code_of(b.value)) for b in node.bases if code_of(b.value) in classes), None)
-        prefix = _class_string(pretrained, "base_model_prefix")
-        if not output or not prefix or not entries:
-            return None
-        init = next((s for s in node.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"), None)
-        built = None
-        assign = m.Assign([m.AssignTarget(m.Attribute(m.Name("self"), m.Name(prefix)))], m.Call(m.Name()))
-        for found in findall(init, assign) if init is not None else ():
-            built = found.value.func.value
-        embedding = _returned_self_path(classes.get(built), "get_input_embeddings") if built else None
-        if embedding is None:
-            return None
-        mapping = []
-        for element in entries:
-            name = element.value.evaluated_value if isinstance(element.value, cst.SimpleString) else None
-            if name != f"{output}.weight":
-                return None
-            mapping.append((name, f"{prefix}.{embedding}.weight"))
-        return mapping
+    def _text(self, node: cst.ClassDef, mapping: dict[str, str]) -> str:
+        entries = [f'"{k}": "{v}"' for k, v in mapping.items()]
+        indent = node.body.indent if isinstance(node.body, cst.IndentedBlock) and node.body.indent else "    "
+        text = "{" + ", ".join(entries) + "}"
+        if len(indent) + len("_tied_weights_keys = ") + len(text) > self.ctx.line_length:  # one entry a line
+            text = "{\n" + "".join(f"{indent}{entry},\n" for entry in entries) + "}"  # indented as the class body
+        return text
+
+    def _unlisted(self, node: cst.ClassDef, ties) -> None:
+        """A class without ``_tied_weights_keys`` (4.x tied without one) whose output embeddings 4.x tied, or that
+        ties in its own ``_tie_weights`` under ``tie_word_embeddings``: 5.x ties only what a mapping names, so the
+        mapping is added."""
+        sources = self.action.sources
+        if not sources.is_pretrained(node.name.value):  # 4.x ties the output embeddings of a PreTrainedModel
+            return
+        if any(sources.class_assigns(cls, "_tied_weights_keys") for cls in sources.mro(node.name.value)):
+            return
+        output = sources.output_embeddings(node.name.value)
+        own = [
+            t
+            for t in ties
+            if (t.how in ("embeddings", "unproven") and t.target == f"{output}.weight")
+            or (t.how == "gated" and t in sources.own_ties(node.name.value))
+        ]
+        if not own:
+            return
+        mapping: dict[str, str] = {}
+        for tie in own:
+            pairs, why = resolve(ties, tie.target)
+            if why is not None:
+                self._refuse(node, None, tie.target, why, listed=False)
+                return
+            for tied, source in pairs:
+                mapping.setdefault(tied, source)
+        self.action.changes += 1
+        statement = cst.parse_statement(f"_tied_weights_keys = {self._text(node, mapping)}\n")
+        body = list(node.body.body)
+        first = 1 if body and m.matches(body[0], m.SimpleStatementLine([m.Expr(m.SimpleString())])) else 0
+        if first:  # after the docstring, a blank line
+            statement = statement.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
+        self.insert(node.body, first, [statement])
+
+    def _refuse(self, node: cst.ClassDef, element, key, why: str, listed: bool = True) -> None:
+        name = node.name.value
+        shown = f"`{key}`" if isinstance(key, str) else f"`{cst.Module([]).code_for_node(element.value)}`"
+        hint = key if isinstance(key, str) else "<parameter>"
+        what = (
+            f"`{name}._tied_weights_keys` is a list, which transformers 5.x rejects, and the parameter that its "
+            f"entry {shown} is tied to"
+            if listed
+            else f"`{name}` has no `_tied_weights_keys`, without which transformers 5.x ties nothing, and the "
+            f"parameter that 4.x tied {shown} to"
+        )
+        self.ctx.error(
+            self.action.rule,
+            None,
+            f"{what} could not be proven from the file ({why}; read: `get_output_embeddings` / "
+            "`get_input_embeddings` through `base_model_prefix`, `self._tie_or_clone_weights(...)` in "
+            "`_tie_weights` under `if self.config.tie_word_embeddings:`, `self.<x>.bias = self.bias`); the file was "
+            f'left unchanged. Write the mapping by hand: `_tied_weights_keys = {{"{hint}": "<the parameter it is '
+            'tied to>", ...}` (5.x ties each entry when `config.tie_word_embeddings` is true)',
+            node=element if element is not None else node,
+        )
+
+
+def _takes_5x_call(function: cst.FunctionDef) -> bool:
+    """Whether ``tie_weights`` takes 5.x's keywords (``missing_keys``, ``recompute_mapping``) or ``**kwargs``."""
+    params = function.params
+    names = {p.name.value for p in (*params.params, *params.kwonly_params)}
+    return isinstance(params.star_kwarg, cst.Param) or {"missing_keys", "recompute_mapping"} <= names

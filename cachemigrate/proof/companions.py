@@ -9,7 +9,8 @@ For a migrated file, each ``config.X`` / ``self.config.X`` it reads of those is 
 (``config_class = XConfig``), found in the file itself or in the companion module it imports it from
 (``from .configuration_x import XConfig`` or ``from configuration_x import XConfig``, beside the file). If that
 class sets ``X`` (``self.X = ...`` in ``__init__``, ``X=...`` handed to ``super().__init__``, or a class attribute)
-all is well; if it does not, a note says what to add. A config class that cannot be found or read, or that extends
+all is well; if it does not, a note says what to add. A ``_tied_weights_keys`` mapping (CM420 writes it) counts as
+a read of ``tie_word_embeddings``: 5.x ties it only when that is true, and no longer sets it by default. A config class that cannot be found or read, or that extends
 another config than ``PretrainedConfig``, is not guessed about. A note does not stop the migration: the original
 file reads the attribute too, and fails on that runtime the same way.
 
@@ -48,6 +49,17 @@ def _reads(tree: ast.AST, names: dict[str, str]) -> dict[str, ast.Attribute]:
             if seen is None or (node.lineno, node.col_offset) < (seen.lineno, seen.col_offset):
                 found[node.attr] = node
     return found
+
+
+def _tied_mapping(tree: ast.Module) -> ast.Assign | None:
+    """The first class-level ``_tied_weights_keys = {...}``: the runtime reads ``config.tie_word_embeddings`` for
+    it (5.x ties the mapping only when it is true)."""
+    for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
+        for stmt in cls.body:
+            if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Dict) and stmt.value.keys:
+                if any(isinstance(t, ast.Name) and t.id == "_tied_weights_keys" for t in stmt.targets):
+                    return stmt
+    return None
 
 
 def _config_class(tree: ast.Module) -> str | None:
@@ -179,11 +191,28 @@ def missing_defaults(path: str, tree: ast.Module, name: str, companion: Path | N
     """CM911 notes: each attribute of ``defaults`` (name -> 4.x default) the file reads from its config that its
     config class ``name`` does not set."""
     reads = _reads(tree, defaults) if defaults else {}
-    sets = _sets(config_tree, name) if reads else None
+    tied = _tied_mapping(tree) if "tie_word_embeddings" in defaults else None
+    sets = _sets(config_tree, name) if reads or tied else None
     if sets is None:
         return []
     where = companion.name if companion is not None else "the file"
     notes = []
+    if tied is not None and "tie_word_embeddings" not in sets:
+        default = defaults["tie_word_embeddings"]
+        notes.append(
+            Diagnostic(
+                path,
+                tied.lineno,
+                tied.col_offset + 1,
+                CONFIG_DEFAULT,
+                f"note: transformers {_releases(runtime)} (era {era} runs there) ties the parameters of "
+                "`_tied_weights_keys` only when `config.tie_word_embeddings` is true, which it no longer sets by "
+                f"default (4.x's PretrainedConfig set it to `{default}`), and `{name}` ({where}) does not set it, so "
+                f"the model's weights would not be tied there. Add `tie_word_embeddings={default}` to "
+                f"`{name}.__init__` and pass it on: `super().__init__(tie_word_embeddings=tie_word_embeddings, "
+                "**kwargs)`",
+            )
+        )
     for attribute, node in sorted(reads.items(), key=lambda item: (item[1].lineno, item[1].col_offset)):
         if attribute in sets:
             continue

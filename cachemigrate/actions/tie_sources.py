@@ -1,0 +1,336 @@
+"""Which parameter each entry of a ``_tied_weights_keys`` list is tied to, read from the file's own code, as
+transformers 4.x ties them (for :mod:`.tie_weights_mapping`, which writes the ``{tied: source}`` mapping of 5.x).
+
+4.x ties in three ways, and each is read here in the coordinates of the class that does it:
+
+- ``PreTrainedModel.tie_weights`` ties ``get_output_embeddings().weight`` to ``get_input_embeddings().weight``
+  when ``config.tie_word_embeddings`` is true: the methods' ``return self.<path>`` (or ``self.<x>.get_input_
+  embeddings()``), and, for a class without ``get_input_embeddings``, 4.x's default through ``base_model_prefix``;
+- a ``_tie_weights`` method (4.x calls every module's): ``self._tie_or_clone_weights(self.<a>, self.<b>)`` ties
+  ``<a>.weight`` to ``<b>.weight``; under ``if self.config.tie_word_embeddings:`` it is conditional, as 5.x makes
+  every tie of the mapping;
+- assignments ``self.<a>.bias = self.<b>`` (or ``self.<b> = self.<a>.bias``) in ``__init__`` or ``_tie_weights``,
+  and a module handed to a sub-module as it is built (``self.encoder = Stack(config, self.shared)`` keeping it as
+  ``self.embed_tokens``, or its weight): the same Parameter, whatever the config says.
+
+The ties of the attributes built in ``__init__`` (``self.<x> = <Class of the file>(...)``) are read in their class
+and prefixed with ``<x>.``. A tie whose target is itself tied is followed to the first parameter that is not: 5.x
+ties each target once, in one pass, and reads its source as it is then.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import libcst as cst
+import libcst.matchers as m
+
+from ..traverse import findall
+
+
+@dataclasses.dataclass(frozen=True)
+class Tie:
+    target: str  # a parameter, dotted from the class whose ties these are
+    source: str
+    how: str  # "embeddings" (output to input, under tie_word_embeddings), "gated", "built", "ungated", "unproven"
+    why: str  # the code, for messages
+
+
+def _self_path(node: cst.BaseExpression) -> str | None:
+    """``a.b`` for ``self.a.b``."""
+    parts = []
+    while isinstance(node, cst.Attribute):
+        parts.append(node.attr.value)
+        node = node.value
+    if isinstance(node, cst.Name) and node.value == "self" and parts:
+        return ".".join(reversed(parts))
+    return None
+
+
+def _param_path(node: cst.BaseExpression) -> tuple[str, str] | None:
+    """``("embed_tokens", "")`` for ``embed_tokens``, ``("embed_tokens", "weight")`` for ``embed_tokens.weight``."""
+    if isinstance(node, cst.Name) and node.value != "self":
+        return node.value, ""
+    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value != "self":
+        return node.value.value, node.attr.value
+    return None
+
+
+class TieSources:
+    """The ties of the classes of one module."""
+
+    def __init__(self, module: cst.Module) -> None:
+        self.classes = {s.name.value: s for s in module.body if isinstance(s, cst.ClassDef)}
+
+    # -- classes, methods, attributes ---------------------------------------------------------------------------
+
+    def mro(self, name: str) -> list[cst.ClassDef]:
+        return self._mro(name)
+
+    @staticmethod
+    def class_assigns(cls: cst.ClassDef, attribute: str) -> bool:
+        target = m.SimpleStatementLine([m.Assign([m.AssignTarget(m.Name(attribute))])])
+        return any(m.matches(stmt, target) for stmt in cls.body.body)
+
+    def _mro(self, name: str, seen: tuple = ()) -> list[cst.ClassDef]:
+        cls = self.classes.get(name)
+        if cls is None or name in seen:
+            return []
+        found = [cls]
+        for base in cls.bases:
+            if isinstance(base.value, cst.Name):
+                found += [c for c in self._mro(base.value.value, seen + (name,)) if c not in found]
+        return found
+
+    def method(self, name: str, method: str) -> cst.FunctionDef | None:
+        for cls in self._mro(name):
+            for stmt in cls.body.body:
+                if isinstance(stmt, cst.FunctionDef) and stmt.name.value == method:
+                    return stmt
+        return None
+
+    def class_string(self, name: str, attribute: str) -> str | None:
+        target = m.SimpleStatementLine([m.Assign([m.AssignTarget(m.Name(attribute))], m.SimpleString())])
+        for cls in self._mro(name):
+            for stmt in cls.body.body:
+                if m.matches(stmt, target):
+                    return stmt.body[0].value.evaluated_value
+        return None
+
+    def attributes(self, name: str) -> dict[str, str]:
+        """``x`` -> the class of the file built by ``self.x = Class(...)`` in ``__init__``."""
+        init = self.method(name, "__init__")
+        built = {}
+        pattern = m.Assign([m.AssignTarget(m.Attribute(m.Name("self"), m.Name()))], m.Call(m.Name()))
+        for found in findall(init, pattern) if init is not None else ():
+            attribute, cls = found.targets[0].target.attr.value, found.value.func.value
+            if cls in self.classes:
+                built[attribute] = cls
+            else:
+                built.pop(attribute, None)
+        return built
+
+    def _handed(self, name: str) -> list[Tie]:
+        """Modules handed to a sub-module as it is built: ``self.x = Class(config, self.shared)`` where
+        ``Class.__init__`` keeps that parameter (``self.embed_tokens = embed_tokens``) or its weight
+        (``self.embed_tokens.weight = embed_tokens.weight``): ``x.embed_tokens.weight`` is ``shared.weight``."""
+        init = self.method(name, "__init__")
+        pattern = m.Assign([m.AssignTarget(m.Attribute(m.Name("self"), m.Name()))], m.Call(m.Name()))
+        ties = []
+        for found in findall(init, pattern) if init is not None else ():
+            attribute, cls = found.targets[0].target.attr.value, found.value.func.value
+            callee = self.method(cls, "__init__") if cls in self.classes else None
+            if callee is None:
+                continue
+            params = [p.name.value for p in callee.params.params][1:]  # after self
+            given = {}
+            for index, arg in enumerate(found.value.args):
+                if arg.star:
+                    break
+                key = arg.keyword.value if arg.keyword is not None else params[index] if index < len(params) else None
+                path = _self_path(arg.value)
+                if key and path:
+                    given[key] = path
+            for assign in findall(callee, m.Assign()) if given else ():
+                if len(assign.targets) != 1:
+                    continue
+                left, right = _self_path(assign.targets[0].target), _param_path(assign.value)
+                if left is None or right is None or right[0] not in given:
+                    continue
+                kept, suffix = given[right[0]], right[1]
+                if not suffix and "." not in left:  # self.embed_tokens = embed_tokens
+                    target, source = f"{left}.weight", f"{kept}.weight"
+                elif suffix == "weight" and left.endswith(".weight"):  # self.embed_tokens.weight = embed_tokens.weight
+                    target, source = left, f"{kept}.weight"
+                else:
+                    continue
+                why = f"`self.{attribute} = {cls}(..., self.{kept})` keeping it in `{cls}.__init__`"
+                ties.append(Tie(f"{attribute}.{target}", source, "built", why))
+        return ties
+
+    def _returned(self, name: str, method: str, depth: int) -> str | None:
+        """The dotted path of what ``method`` of class ``name`` returns, when it is one ``return``."""
+        fn = self.method(name, method)
+        if fn is None:
+            return None
+        returns = findall(fn, m.Return())
+        if len(returns) != 1 or returns[0].value is None:
+            return None
+        return self.path_of(name, returns[0].value, depth + 1)
+
+    def path_of(self, name: str, node: cst.BaseExpression, depth: int = 0) -> str | None:
+        """``self.a.b`` -> ``a.b``; ``self.get_input_embeddings()`` and ``self.x.get_input_embeddings()`` -> the
+        input embeddings of that class (the same for ``get_output_embeddings``)."""
+        if depth > 8:
+            return None
+        path = _self_path(node)
+        if path is not None:
+            return path
+        getter = m.Name(m.MatchIfTrue(lambda n: n in ("get_input_embeddings", "get_output_embeddings")))
+        if m.matches(node, m.Call(m.Attribute(attr=getter), args=[])):
+            owner, method = node.func.value, node.func.attr.value
+            find = self.input_embeddings if method == "get_input_embeddings" else self._output
+            if m.matches(owner, m.Name("self")):
+                return find(name, depth + 1)
+            prefix = _self_path(owner)
+            child = self.attributes(name).get(prefix) if prefix and "." not in prefix else None
+            inner = find(child, depth + 1) if child else None
+            return f"{prefix}.{inner}" if inner else None
+        return None
+
+    def _output(self, name: str, depth: int) -> str | None:
+        return self._returned(name, "get_output_embeddings", depth) if depth < 8 else None
+
+    def is_pretrained(self, name: str) -> bool:
+        """Whether class ``name`` derives (through the classes of the file) from a ``...PreTrainedModel``."""
+        for cls in self._mro(name):
+            for base in cls.bases:
+                base_name = base.value.value if isinstance(base.value, cst.Name) else getattr(base.value, "attr", None)
+                base_name = base_name.value if isinstance(base_name, cst.Name) else base_name
+                if isinstance(base_name, str) and base_name not in self.classes:
+                    if base_name.lower().endswith("pretrainedmodel"):
+                        return True
+        return False
+
+    def input_embeddings(self, name: str, depth: int = 0) -> str | None:
+        """What ``get_input_embeddings`` of class ``name`` returns, or 4.x's default: that of the attribute named
+        by ``base_model_prefix``."""
+        if self.method(name, "get_input_embeddings") is not None:
+            return self._returned(name, "get_input_embeddings", depth)
+        prefix = self.class_string(name, "base_model_prefix")
+        child = self.attributes(name).get(prefix) if prefix else None
+        inner = self.input_embeddings(child, depth + 1) if child and depth < 8 else None
+        return f"{prefix}.{inner}" if inner else None
+
+    def output_embeddings(self, name: str) -> str | None:
+        return self._returned(name, "get_output_embeddings", 0)
+
+    # -- ties ------------------------------------------------------------------------------------------------------
+
+    def own_ties(self, name: str) -> list[Tie]:
+        """The ties class ``name`` makes itself (not those of its output embeddings)."""
+        ties = []
+        init = self.method(name, "__init__")
+        for assign in findall(init, m.Assign()) if init is not None else ():
+            ties += self._bias_tie(assign, "built")
+        tie = self.method(name, "_tie_weights")
+        if tie is not None:
+            ties += self._statements(name, tie.body.body, gated=False)
+        return ties
+
+    def _statements(self, name: str, body, gated: bool) -> list[Tie]:
+        ties = []
+        for stmt in body:
+            if isinstance(stmt, cst.If):
+                inner = gated or _is_gate(stmt.test)
+                ties += self._statements(name, stmt.body.body, inner)
+                orelse = stmt.orelse
+                while orelse is not None:
+                    block = orelse.body.body if isinstance(orelse, (cst.If, cst.Else)) else []
+                    ties += self._statements(name, block, gated)
+                    orelse = orelse.orelse if isinstance(orelse, cst.If) else None
+            elif isinstance(stmt, cst.SimpleStatementLine):
+                for small in stmt.body:
+                    if isinstance(small, cst.Assign):
+                        ties += self._bias_tie(small, "ungated")
+                    elif isinstance(small, cst.Expr) and m.matches(small.value, _TIE_CALL):
+                        args = small.value.args
+                        target, source = (self.path_of(name, a.value) for a in args)
+                        if target and source:
+                            why = "`self._tie_or_clone_weights(...)` in `_tie_weights`"
+                            ties.append(Tie(f"{target}.weight", f"{source}.weight", "gated" if gated else "ungated",
+                                            why))  # fmt: skip
+        return ties
+
+    @staticmethod
+    def _bias_tie(assign: cst.Assign, how: str) -> list[Tie]:
+        if len(assign.targets) != 1:
+            return []
+        left, right = _self_path(assign.targets[0].target), _self_path(assign.value)
+        if not left or not right:
+            return []
+        why = f"`self.{left} = self.{right}`"
+        if left.endswith(".bias") and "." not in right:  # self.decoder.bias = self.bias
+            return [Tie(left, right, how, why)]
+        if right.endswith(".bias") and "." not in left:  # self.bias = self.decoder.bias
+            return [Tie(right, left, how, why)]
+        return []
+
+    def _posts_init(self, name: str) -> bool:
+        init = self.method(name, "__init__")
+        call = m.Call(m.Attribute(m.Name("self"), m.Name("post_init")))
+        return init is not None and bool(findall(init, call))
+
+    def ties(self, name: str, top: bool = True, depth: int = 0) -> list[Tie]:
+        """Every tie in the tree of class ``name``, dotted from it. The output embeddings are tied (by 4.x's
+        ``tie_weights``) for the class itself, and for a sub-model that calls ``self.post_init()`` (which ties them as
+        it is built)."""
+        ties = list(self.own_ties(name))
+        output = self.output_embeddings(name) if top or self._posts_init(name) else None
+        if output is not None:
+            source = self.input_embeddings(name)
+            if self.method(name, "tie_weights") is not None:
+                why = f"`{name}` overrides `tie_weights`, which 4.x used to tie `get_output_embeddings` to `get_input_embeddings`"
+                ties.append(Tie(f"{output}.weight", "", "unproven", why))
+            elif source is None:
+                why = f"`get_input_embeddings` of `{name}` (or of its `base_model_prefix` attribute) returns no `self.<path>`"
+                ties.append(Tie(f"{output}.weight", "", "unproven", why))
+            else:
+                why = "`get_output_embeddings` tied to `get_input_embeddings` by `tie_weights`"
+                ties.append(Tie(f"{output}.weight", f"{source}.weight", "embeddings", why))
+        ties += self._handed(name)
+        if depth < 8:
+            for attribute, cls in self.attributes(name).items():
+                for tie in self.ties(cls, top=False, depth=depth + 1):
+                    ties.append(dataclasses.replace(tie, target=f"{attribute}.{tie.target}",
+                                                    source=f"{attribute}.{tie.source}"))  # fmt: skip
+        return ties
+
+
+_TIE_CALL = m.Call(
+    m.Attribute(m.Name("self"), m.Name("_tie_or_clone_weights")),
+    args=[m.Arg(keyword=None), m.Arg(keyword=None)],
+)
+_CONFIG_FLAG = m.Attribute(m.Attribute(m.Name("self"), m.Name("config")), m.Name("tie_word_embeddings"))
+_CONFIG_GETATTR = m.Call(
+    m.Name("getattr"),
+    args=[
+        m.Arg(m.Attribute(m.Name("self"), m.Name("config"))),
+        m.Arg(m.SimpleString(m.MatchIfTrue(lambda s: s[1:-1] == "tie_word_embeddings"))),
+        m.ZeroOrMore(),
+    ],
+)
+
+
+def _is_gate(test: cst.BaseExpression) -> bool:
+    """``self.config.tie_word_embeddings`` (or ``getattr(self.config, "tie_word_embeddings", ...)``)."""
+    return m.matches(test, _CONFIG_FLAG | _CONFIG_GETATTR)
+
+
+def resolve(ties: list[Tie], key: str) -> tuple[list[tuple[str, str]], str | None]:
+    """The ``(parameter, source)`` pairs of one list entry (4.x read it as a pattern searched in the full names:
+    the ties whose target is ``key``, ends with ``.key``, or lies in the module ``key`` names), each source followed
+    to a parameter that is not tied itself; or ``([], why not)``."""
+    by_target: dict[str, Tie] = {}
+    for tie in ties:
+        by_target.setdefault(tie.target, tie)
+    matched = [t for t in by_target if f".{key}." in f".{t}." or t.endswith("." + key)]  # a module names its own
+    if not matched:
+        return [], "no code of the file ties it"
+    pairs = []
+    for target in matched:
+        tie, seen = by_target[target], {target}
+        while True:
+            if tie.how == "unproven":
+                return [], tie.why
+            if tie.how == "ungated":
+                return [], (
+                    f"{tie.why} ties `{tie.target}` whatever `config.tie_word_embeddings` says, and 5.x ties the "
+                    "mapping only when it is true"
+                )
+            if tie.source not in by_target or tie.source in seen:
+                break
+            seen.add(tie.source)
+            tie = by_target[tie.source]
+        pairs.append((target, tie.source))
+    return pairs, None

@@ -1,0 +1,127 @@
+"""The tied weights of migrated files, built on the runtimes themselves: each fixture of CM420 and CM443 (a
+`_tied_weights_keys` list, and `_tie_weights` calling `_tie_or_clone_weights`) is built on transformers 4.51.3 as
+written, then migrated by CM420 and CM443 and built on 5.x (era 5) and on 4.51.3, 4.57.6 and 5.x (portable), with
+`config.tie_word_embeddings` true and false: the same parameter names share one Parameter, and no others
+(tests/tied_groups.py). The file as written does not build on 5.x at all (a list fails in `post_init`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import libcst as cst
+import pytest
+
+from cachemigrate.engine import Options, apply_rules
+from cachemigrate.facts.analysis import analyze
+from cachemigrate.rules.loader import load_ruleset
+
+REPO = Path(__file__).resolve().parent.parent
+GROUPS = REPO / "tests" / "tied_groups.py"
+TF4576 = Path(os.environ.get("CACHEMIGRATE_TF4576_PYTHON", "/work/venvs/tf4576/bin/python"))
+TF5 = Path(os.environ.get("CACHEMIGRATE_TF5_PYTHON", "/work/venvs/tf525/bin/python"))
+FIXTURES = sorted((REPO / "fixtures" / "5" / "CM420").glob("*before.py")) + [REPO / "fixtures/5/CM443/before.py"]
+RUNTIMES = {"5": [TF5], "portable": [Path(sys.executable), TF4576, TF5]}
+
+pytestmark = pytest.mark.runtimes
+
+
+def _migrated(era: str, path: Path) -> str:
+    rules = load_ruleset(era)
+    module = cst.parse_module(path.read_text())
+    chosen = [r for r in rules.rules if r.id in ("CM420", "CM443")]
+    new, applied, diagnostics = apply_rules(
+        module,
+        analyze(module, rules.era.cache_names),
+        chosen,
+        rules.era,
+        str(path),
+        Options(line_length=119),
+    )
+    assert diagnostics == [] and applied.get("CM420"), (
+        applied,
+        [str(d) for d in diagnostics],
+    )
+    return new.code
+
+
+def _groups(python: Path, paths: list[Path]) -> dict:
+    """The tied groups of every file, built in one run of ``python``."""
+    done = subprocess.run(
+        [str(python), str(GROUPS), *map(str, paths)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def originals() -> dict:
+    return _groups(Path(sys.executable), FIXTURES)  # 4.51.3: the files as written
+
+
+@pytest.mark.parametrize("era", sorted(RUNTIMES))
+def test_migrated_ties_are_the_originals_on_every_runtime_of_the_era(era, originals, tmp_path):
+    missing = [str(p) for p in RUNTIMES[era] if not p.is_file()]
+    if missing:
+        pytest.skip(f"no runtime at {missing} (bench/runtimes.py builds them)")
+    migrated = {}
+    for fixture in FIXTURES:
+        expected = originals[str(fixture)]
+        assert isinstance(expected, dict), expected
+        assert any(expected[k] for k in expected if k.endswith("/True")), fixture  # the fixture ties something
+        path = tmp_path / f"{fixture.parent.name}_{fixture.name}"
+        path.write_text(_migrated(era, fixture))
+        migrated[str(path)] = str(fixture)
+    for python in RUNTIMES[era]:
+        found = _groups(python, [Path(p) for p in migrated])
+        for path, fixture in migrated.items():
+            expected = {k: v for k, v in originals[fixture].items() if not k.endswith("/None")}
+            assert {k: v for k, v in found[path].items() if not k.endswith("/None")} == expected, (python, fixture)
+            unset = {k: v for k, v in found[path].items() if k.endswith("/None")}
+            if python == TF5:  # 5.x no longer sets tie_word_embeddings, and ties the mapping only when it is true:
+                # what was built tied stays tied, nothing more (CM911 tells the user to set it in the config)
+                assert unset == {k.replace("/False", "/None"): v for k, v in found[path].items() if "/False" in k}
+            else:  # 4.x: true by default
+                assert unset == {k.replace("/True", "/None"): v for k, v in found[path].items() if "/True" in k}
+
+
+def test_the_files_as_written_fail_on_5x(originals):
+    """A list fails in `post_init`; a head without `_tied_weights_keys` builds, untied (4.51.3 tied it)."""
+    if not TF5.is_file():
+        pytest.skip(f"no runtime at {TF5}")
+    found = _groups(TF5, FIXTURES)
+    for fixture in FIXTURES:
+        if "    _tied_weights_keys = [" in fixture.read_text():
+            assert found[str(fixture)] == "AttributeError: 'list' object has no attribute 'keys'", fixture
+        else:
+            assert found[str(fixture)]["LinnetForCausalLM/True"] == [], fixture
+            assert originals[str(fixture)]["LinnetForCausalLM/True"] == [["head.weight", "trunk.tokens.weight"]]
+
+
+def test_a_tie_weights_override_without_the_5x_keywords_does_not_build_on_5x():
+    """What CM420 refuses (fixtures/5/CM420/override_refused.py): 5.x's post_init calls the override with keywords."""
+    if not TF5.is_file():
+        pytest.skip(f"no runtime at {TF5}")
+    path = REPO / "fixtures" / "5" / "CM420" / "override_refused.py"
+    script = (
+        "import importlib.util, sys\n"
+        "from transformers import PretrainedConfig\n"
+        f"spec = importlib.util.spec_from_file_location('fixture', {str(path)!r})\n"
+        "module = importlib.util.module_from_spec(spec)\n"
+        "spec.loader.exec_module(module)\n"
+        "try:\n"
+        "    module.DunlinModel(PretrainedConfig(vocab_size=5, d_model=4, tie_word_embeddings=True))\n"
+        "except TypeError as exc:\n"
+        "    print(exc)\n"
+    )
+    done = subprocess.run([str(TF5), "-c", script], check=False, capture_output=True, text=True, timeout=300)
+    assert done.stdout.strip().endswith(
+        "tie_weights() got an unexpected keyword argument 'recompute_mapping'"
+    ), done.stderr[-2000:]
