@@ -27,7 +27,10 @@ make read the cache (see :meth:`InsertStatements.finalize`). Where such a statem
 assignment of an ``after_assignments`` name (bloom's ``presents = () if use_cache else None`` above the
 gradient-checkpointing ``use_cache = False``), an ``after_last_assignment`` block stays after the assignment and
 the statement moves down below it, if it is a plain assignment nothing in between can tell from the original
-(:func:`.moves.move_after_block`); otherwise the rule reports it and the file is left as it is.
+(:func:`.moves.move_after_block`); otherwise the rule reports it and the file is left as it is. Where the last
+assignment is the older spelling of the gradient-checkpointing switch, inside the loop over the blocks
+(:func:`cachemigrate.facts.caching_switch.loop_switch`), the switch moves up instead: it goes first in the
+inserted block, under its own test, and leaves the loop.
 """
 
 from __future__ import annotations
@@ -36,10 +39,11 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..views.patterns import TemplateError, code_of, compile_statements, match_statements, to_python
+from ..facts.caching_switch import loop_switch
 from ..facts.layer_loops import accessors
 from .base import Action, Planner
 from .helpers import check_holes, depth_of, filled_and_formatted
-from .moves import assigns as _assigns, move_after_block
+from .moves import assigns as _assigns, hoisted_switch, move_after_block
 from ..traverse import findall
 
 ANCHORS = ("function_start", "before_first_use", "after_loop", "after_last_assignment", "before_first_tuple_use")
@@ -141,6 +145,7 @@ class InsertStatements(Action):
     def __init__(self, rule, ctx) -> None:
         super().__init__(rule, ctx)
         self.deferred: list = []  # (insert edit, cache name, function) of `before_first_use` anchors
+        self.hoisted: list = []  # (insert edit, removal edit, loop, flag) of switches moved out of the loop
 
     def planner(self) -> Planner:
         return _Planner(self)
@@ -180,6 +185,25 @@ class InsertStatements(Action):
                     break
             else:
                 insert.index = first
+                self._hoisted_over(insert, reads, cache, function)
+
+    def _hoisted_over(self, insert, reads: list, cache: str, function: str) -> None:
+        """A switch moved out of the loop now comes before the statements between the block and the loop: any of
+        them that reads the flag, other than those the migration makes read the cache (the presents, which the
+        newer spelling also starts after the switch), would see it turned off earlier; then nothing moves and the
+        file is refused."""
+        for made, removal, loop, flag in self.hoisted:
+            if made is not insert:
+                continue
+            body = insert.block.body
+            end = next(i for i, stmt in enumerate(body) if stmt is loop)
+            crossed = [i for i in range(insert.index, end) if i not in reads and _reads(body[i], flag)]
+            if crossed:
+                read = f"line {self.ctx.locate(body[crossed[0]])[0]}, which reads `{flag}`"
+                node, words = _late_assignment(loop, flag, cache, read, self.ctx.locate)
+                self.ctx.error(self.rule, function, f"cannot insert the cache set-up in {function}: {words}", node)
+                self.edits.remove(insert)
+                self.edits.remove(removal)
 
 
 class _Planner(Planner):
@@ -201,6 +225,7 @@ class _Planner(Planner):
             moved = self._moved(node, body, bound)
             if moved is None:
                 return
+        self.switch = None
         index = self._index(body, bound, node)
         if index is None:
             return
@@ -213,11 +238,17 @@ class _Planner(Planner):
         if _already_there(body, new):
             return
         action.changes += 1
+        if self.switch is not None:  # the older spelling of the switch leaves the loop, to go before the set-up
+            new = [hoisted_switch(self.switch), *new]
         self.insert(node.body, index, new)
+        made = action.edits[-1]
+        if self.switch is not None:
+            self.remove(self.switch.switch)
+            action.hoisted.append((made, action.edits[-1], self.switch.loop, self.switch.name))
         if moved is not None:
             self.remove(body[moved[0]])
         if action.param("anchor") in ("before_first_use", "after_last_assignment"):
-            action.deferred.append((action.edits[-1], bound["cache"], self.current_function))
+            action.deferred.append((made, bound["cache"], self.current_function))
 
     def _moved(self, node: cst.FunctionDef, body: list, bound: dict) -> tuple[int, dict] | None:
         """(index, captures) of the one top-level statement matching ``moves``, if its targets are assigned
@@ -290,6 +321,10 @@ class _Planner(Planner):
                     )
                     return None
                 last = max(i for i, s in enumerate(body) if _assigns(s, name))
+                switch = loop_switch(body[late], name) if last == late and self.switch is None else None
+                if switch is not None:  # the older spelling of the gradient-checkpointing switch: it moves up
+                    self.switch = switch
+                    continue
                 read = f"the statement at line {self.ctx.locate(body[first_use])[0]}, which reads `{cache}`"
                 where, words = _late_assignment(body[last], name, cache, read, self.ctx.locate)
                 self.ctx.error(

@@ -1,0 +1,194 @@
+"""Older spellings of the idioms the rules migrate (transformers 4.6 to 4.35, where remote code was copied from),
+read as the newer ones. Each has a fixture of its own under ``fixtures/older/`` (written for this repo in the older
+style): it migrates in every era, and the migrated model gives the original's tensors bit for bit on the installed
+runtime, a tuple in giving a tuple back.
+
+- ``loopswitch``: the gradient-checkpointing switch (``if use_cache: ... use_cache = False``) written inside the
+  loop over the blocks, at the top of the checkpointed branch (``facts/caching_switch.py``); the cache set-up takes
+  it above the loop."""
+
+from __future__ import annotations
+
+import functools
+import shutil
+from pathlib import Path
+
+import libcst as cst
+import pytest
+
+from cachemigrate.engine import Options, migrate_source
+from cachemigrate.facts.caching_switch import loop_switch
+from cachemigrate.rules.loader import load_ruleset
+
+OLDER = Path(__file__).resolve().parent.parent / "fixtures" / "older"
+ERAS = ("4.52", "4.56", "5", "portable")
+
+
+@functools.cache
+def ruleset(era: str):
+    return load_ruleset(era)
+
+
+def migrate(code: str, era: str, path: Path):
+    return migrate_source(code, ruleset(era), Options(line_length=119), path=str(path))
+
+
+def _line(code: str, text: str) -> int:
+    [line] = [n for n, line in enumerate(code.splitlines(), 1) if text in line]
+    return line
+
+
+def _pair(tmp_path, folder: Path, modeling: Path, code: str, era: str, head: str, config: str):
+    """The original and the migrated head (same weights), each loaded from a folder of its own."""
+    import torch
+
+    from cachemigrate.probe import unload_module
+    from cachemigrate.probe.loading import load_modeling_module
+
+    migrated = tmp_path / folder.name
+    shutil.copytree(folder, migrated)
+    result = migrate(code, era, modeling)
+    assert result.status == "migrated", [str(d) for d in result.diagnostics]
+    (migrated / modeling.name).write_text(result.migrated)
+    pair = []
+    for where in (folder, migrated):
+        module = load_modeling_module(where / modeling.name)
+        try:
+            torch.manual_seed(0)
+            pair.append(getattr(module, head)(getattr(module, config)()).eval())
+        finally:
+            unload_module(module)
+    pair[1].load_state_dict(pair[0].state_dict())
+    return pair
+
+
+# -- loopswitch: the gradient-checkpointing switch inside the loop over the blocks --------------------------------
+
+LOOPSWITCH = OLDER / "loopswitch"
+LOOPSWITCH_FILE = LOOPSWITCH / "modeling_loopswitch.py"
+SWITCH = """\
+                if use_cache:
+                    logger.warning(
+                        "`use_cache=True` is incompatible with `config.gradient_checkpointing=True`. Setting "
+                        "`use_cache=False`..."
+                    )
+                    use_cache = False
+"""
+
+
+def _stack_loop(code: str) -> cst.For:
+    module = cst.parse_module(code)
+    [stack] = [s for s in module.body if isinstance(s, cst.ClassDef) and s.name.value == "LoopSwitchEncoder"]
+    [forward] = [s for s in stack.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "forward"]
+    [loop] = [s for s in forward.body.body if isinstance(s, cst.For)]
+    return loop
+
+
+def test_the_switch_inside_the_loop_is_found_as_the_older_spelling():
+    found = loop_switch(_stack_loop(LOOPSWITCH_FILE.read_text()), "use_cache")
+    assert found is not None
+    assert cst.Module([]).code_for_node(found.branch.test) == (
+        'getattr(self.config, "gradient_checkpointing", False) and self.training'
+    )
+    assert cst.Module([]).code_for_node(found.switch).strip() == SWITCH.strip().replace("\n" + " " * 16, "\n")
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        # the test reads something the loop binds: not the same on every pass
+        ('getattr(self.config, "gradient_checkpointing", False) and self.training:', "i > 0 and self.training:"),
+        # the loop body reads the flag before the switch
+        ("past_key_value = past_key_values[i] if", "past_key_value = past_key_values[i] if use_cache and"),
+        # the switch does more than warn and turn caching off
+        ("                    use_cache = False\n", "                    use_cache = False\n                    i = 0\n"),
+        # the loop assigns the flag once more
+        ("            hidden_states = layer_outputs[0]\n", ("            hidden_states = layer_outputs[0]\n"
+         "            use_cache = use_cache and hidden_states is not None\n")),
+    ],
+)  # fmt: skip
+def test_a_switch_that_is_not_the_same_idiom_is_not_taken_for_it(change):
+    code = LOOPSWITCH_FILE.read_text()
+    assert change[0] in code
+    assert loop_switch(_stack_loop(code.replace(change[0], change[1], 1)), "use_cache") is None
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_the_switch_goes_above_the_cache_set_up_in_every_era(era):
+    code = LOOPSWITCH_FILE.read_text()
+    result = migrate(code, era, LOOPSWITCH_FILE)
+    assert result.status == "migrated", [str(d) for d in result.diagnostics]
+    assert "CM210" in result.applied
+    new = result.migrated
+    stack = new[new.index("class LoopSwitchEncoder") : new.index("class LoopSwitchPreTrainedModel")]
+    switch = SWITCH.replace("\n" + " " * 4, "\n")[4:]  # one level up: the function body, not the loop's branch
+    assert stack.count("use_cache = False") == 1 and switch in stack
+    test = '        if getattr(self.config, "gradient_checkpointing", False) and self.training:\n'
+    assert stack.index(test + switch) < stack.index("return_legacy_cache = False") < stack.index("for i, layer")
+    # in the loop the checkpointed branch keeps its test and the rest of its body, as 4.27 wrote it
+    loop = stack[stack.index("for i, layer") :]
+    assert '    if getattr(self.config, "gradient_checkpointing", False) and self.training:\n\n' in loop
+    assert "if use_cache:" not in loop
+    # nothing outside the claims changed: the original's lines around the moved switch are kept byte for byte
+    assert migrate(new, era, LOOPSWITCH_FILE).status == "clean"
+
+
+def test_a_statement_that_reads_the_flag_between_the_set_up_and_the_loop_keeps_the_file_refused():
+    anchor = "        for i, layer_module in enumerate(self.layer):\n"
+    code = LOOPSWITCH_FILE.read_text().replace(anchor, "        caching = use_cache\n" + anchor)
+    result = migrate(code, "4.52", LOOPSWITCH_FILE)
+    assert result.status == "failed" and result.migrated == code
+    [refusal] = [d for d in result.diagnostics if d.code == "CM210"]
+    assert refusal.line == _line(code, "                    use_cache = False")
+    assert "inside the loop over the blocks, after line " in refusal.message
+    assert f"line {_line(code, 'caching = use_cache')}, which reads `use_cache`" in refusal.message
+
+
+@pytest.mark.parametrize("era", ["4.52", "portable"])
+def test_the_migrated_decoder_gives_the_original_tensors_bit_for_bit(tmp_path, era):
+    torch = pytest.importorskip("torch")
+    from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+
+    code = LOOPSWITCH_FILE.read_text()
+    original, new = _pair(
+        tmp_path, LOOPSWITCH, LOOPSWITCH_FILE, code, era, "LoopSwitchLMHeadModel", "LoopSwitchConfig"
+    )
+    generator = torch.Generator().manual_seed(1)
+    encoded = torch.randn(2, 5, 16, generator=generator)
+    steps = [torch.randint(2, 53, (2, n), generator=generator) for n in (4, 1, 1)]
+    cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
+    with torch.no_grad():
+        old_past = new_past = None
+        for step in steps:
+            before = original(step, encoder_hidden_states=encoded, past_key_values=old_past, use_cache=True)
+            after = new(step, encoder_hidden_states=encoded, past_key_values=new_past, use_cache=True)
+            given = new(step, encoder_hidden_states=encoded, past_key_values=cache, use_cache=True)
+            assert torch.equal(before.logits, after.logits) and torch.equal(before.logits, given.logits)
+            assert isinstance(after.past_key_values, tuple) and given.past_key_values is cache
+            for old_layer, new_layer in zip(before.past_key_values, after.past_key_values, strict=True):
+                assert len(old_layer) == len(new_layer) == 4
+                assert all(torch.equal(a, b) for a, b in zip(old_layer, new_layer))
+            old_past, new_past = before.past_key_values, after.past_key_values
+
+
+def test_checkpointed_training_gives_the_same_gradients_and_makes_no_cache(tmp_path):
+    torch = pytest.importorskip("torch")
+    code = LOOPSWITCH_FILE.read_text()
+    original, new = _pair(
+        tmp_path, LOOPSWITCH, LOOPSWITCH_FILE, code, "4.52", "LoopSwitchLMHeadModel", "LoopSwitchConfig"
+    )
+    ids = torch.randint(2, 53, (2, 6), generator=torch.Generator().manual_seed(2))
+    encoded = torch.randn(2, 5, 16, generator=torch.Generator().manual_seed(3))
+    grads, returned = [], []
+    for model in (original, new):
+        model.train()
+        model.config.gradient_checkpointing = True
+        model.zero_grad()
+        out = model(ids, encoder_hidden_states=encoded, use_cache=True)
+        out.logits.square().mean().backward()
+        grads.append([p.grad.clone() for p in model.parameters()])
+        returned.append(out.past_key_values)
+    assert all(torch.equal(a, b) for a, b in zip(*grads, strict=True))
+    # caching went off: the original hands back the empty tuple it had started, the migrated file no cache (the
+    # switch now comes before the presents start, as in releases from 4.27 on)
+    assert returned == [(), None]
