@@ -5,7 +5,9 @@ runtime, a tuple in giving a tuple back.
 
 - ``loopswitch``: the gradient-checkpointing switch (``if use_cache: ... use_cache = False``) written inside the
   loop over the blocks, at the top of the checkpointed branch (``facts/caching_switch.py``); the cache set-up takes
-  it above the loop."""
+  it above the loop.
+- ``assertlen``: a check of the layer past written as an assertion (``assert len(layer_past) == 2, ...``), read as
+  ``if len(layer_past) != 2: raise ...`` through the negation of its test (``views/negation.py``)."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ import pytest
 from cachemigrate.engine import Options, migrate_source
 from cachemigrate.facts.caching_switch import loop_switch
 from cachemigrate.rules.loader import load_ruleset
+from cachemigrate.views.negation import negated
 
 OLDER = Path(__file__).resolve().parent.parent / "fixtures" / "older"
 ERAS = ("4.52", "4.56", "5", "portable")
@@ -192,3 +195,78 @@ def test_checkpointed_training_gives_the_same_gradients_and_makes_no_cache(tmp_p
     # caching went off: the original hands back the empty tuple it had started, the migrated file no cache (the
     # switch now comes before the presents start, as in releases from 4.27 on)
     assert returned == [(), None]
+
+
+# -- assertlen: a check of the past written as an assertion -------------------------------------------------------
+
+ASSERTLEN = OLDER / "assertlen"
+ASSERTLEN_FILE = ASSERTLEN / "modeling_assertlen.py"
+
+
+@pytest.mark.parametrize(
+    "test, raising",
+    [
+        ("len(c) == 2", "len(c) != 2"),
+        ("(len(c) != 2)", "len(c) == 2"),
+        ("x is not None", "x is None"),
+        ("k not in d", "k in d"),
+        ("not isinstance(c, Cache) and not (len(c) == 2)", "isinstance(c, Cache) or len(c) == 2"),
+        ("a or b and c", "not a and (not b or not c)"),
+        ("a < b", "not a < b"),  # an order is not flipped (NaN)
+        ("a if b else c", "not (a if b else c)"),
+    ],
+)
+def test_the_negation_of_a_test_flips_what_flips_exactly(test, raising):
+    assert cst.Module([]).code_for_node(negated(cst.parse_expression(test))) == raising
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_an_assertion_on_the_past_is_kept_for_tuples_in_every_era(era):
+    code = ASSERTLEN_FILE.read_text()
+    result = migrate(code, era, ASSERTLEN_FILE)
+    assert result.status == "migrated", [str(d) for d in result.diagnostics]
+    assert "CM221" in result.applied
+    assert (
+        "            assert (\n"
+        "                isinstance(layer_past, Cache) or len(layer_past) == 2\n"
+        '            ), f"a layer past holds its keys and values, got {len(layer_past)} tensors"\n'
+    ) in result.migrated
+    again = migrate(result.migrated, era, ASSERTLEN_FILE)
+    assert again.status == "clean" and again.migrated == result.migrated
+
+
+def test_an_assertion_no_rule_reads_stays_refused_at_its_line():
+    code = ASSERTLEN_FILE.read_text().replace("len(layer_past) == 2\n", "len(layer_past) in (2, 3)\n")
+    result = migrate(code, "4.52", ASSERTLEN_FILE)
+    assert result.status == "failed" and result.migrated == code
+    [refusal] = [d for d in result.diagnostics if d.code == "CM900"]
+    assert refusal.line == _line(code, "len(layer_past) in (2, 3)")
+    assert "`len(layer_past)`" in refusal.message
+
+
+@pytest.mark.parametrize("era", ["4.52", "portable"])
+def test_the_migrated_assertion_model_gives_the_original_tensors_bit_for_bit(tmp_path, era):
+    torch = pytest.importorskip("torch")
+    from transformers.cache_utils import DynamicCache
+
+    code = ASSERTLEN_FILE.read_text()
+    original, new = _pair(tmp_path, ASSERTLEN, ASSERTLEN_FILE, code, era, "AssertLenForCausalLM", "AssertLenConfig")
+    generator = torch.Generator().manual_seed(4)
+    steps = [torch.randint(2, 47, (2, n), generator=generator) for n in (5, 1, 1)]
+    cache = DynamicCache()
+    with torch.no_grad():
+        old_past = new_past = None
+        for step in steps:
+            before = original(step, past_key_values=old_past, use_cache=True)
+            after = new(step, past_key_values=new_past, use_cache=True)
+            given = new(step, past_key_values=cache, use_cache=True)
+            assert torch.equal(before.logits, after.logits) and torch.equal(before.logits, given.logits)
+            assert isinstance(after.past_key_values, tuple) and given.past_key_values is cache
+            for old_layer, new_layer in zip(before.past_key_values, after.past_key_values, strict=True):
+                assert all(torch.equal(a, b) for a, b in zip(old_layer, new_layer, strict=True))
+            old_past, new_past = before.past_key_values, after.past_key_values
+        # the assertion still guards a tuple: an attention handed a layer past of three tensors refuses it as before
+        hidden, broken = torch.randn(2, 1, 16, generator=generator), (*old_past[0], old_past[0][0])
+        for model in (original, new):
+            with pytest.raises(AssertionError, match="got 3 tensors"):
+                model.transformer.h[0].attn(hidden, layer_past=broken)
