@@ -270,3 +270,25 @@ def test_the_migrated_assertion_model_gives_the_original_tensors_bit_for_bit(tmp
         for model in (original, new):
             with pytest.raises(AssertionError, match="got 3 tensors"):
                 model.transformer.h[0].attn(hidden, layer_past=broken)
+
+
+# -- a head that cuts its inputs in `forward` when handed a past (4.6's T5 and BART heads) ------------------------
+
+
+def test_a_forward_that_cuts_its_inputs_when_handed_a_past_is_refused_there():
+    """``generate()`` hands a migrated model an empty Cache on the first step: a forward that cuts the prompt to its
+    last token when a past is present would cut it on the first step too (the probe saw T5 of 4.6.1 do it)."""
+    anchor = "        return_dict = return_dict if return_dict is not None else self.config.use_return_dict\n"
+    cut = "        if past_key_values is not None:\n            input_ids = input_ids[:, -1:]\n"
+    code = ASSERTLEN_FILE.read_text()
+    assert code.count(anchor) == 2
+    at = code.rindex(anchor) + len(anchor)
+    code = code[:at] + cut + code[at:]
+    result = migrate(code, "4.52", ASSERTLEN_FILE)
+    assert result.status == "failed" and result.migrated == code
+    [refusal] = result.diagnostics
+    assert (refusal.code, refusal.line) == ("CM900", code[:at].count("\n") + 1)
+    assert refusal.message.startswith(
+        "AssertLenForCausalLM.forward tells the first generation step by the absence of a past "
+        "(`if past_key_values is not None:`)"
+    )
