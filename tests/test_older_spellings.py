@@ -292,3 +292,35 @@ def test_a_forward_that_cuts_its_inputs_when_handed_a_past_is_refused_there():
         "AssertLenForCausalLM.forward tells the first generation step by the absence of a past "
         "(`if past_key_values is not None:`)"
     )
+
+
+# -- a model file that builds another model's encoder (4.6's BertGeneration) --------------------------------------
+
+OTHER_MODEL = """
+import torch
+from torch import nn
+from ...modeling_utils import PreTrainedModel
+from ..wren.modeling_wren import WrenEncoder
+
+
+class FinchModel(PreTrainedModel):
+    def __init__(self, config):
+        super().__init__(config)
+        self.embed = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.encoder = WrenEncoder(config)
+
+    def forward(self, input_ids, past_key_values=None, use_cache=None):
+        past_length = past_key_values[0][0].shape[2] if past_key_values is not None else 0
+        positions = torch.arange(past_length, past_length + input_ids.shape[1])
+        return self.encoder(self.embed(input_ids) + positions[None, :, None], past_key_values=past_key_values)
+"""
+
+
+def test_a_file_that_builds_another_models_encoder_is_refused_naming_that_file():
+    result = migrate(OTHER_MODEL, "4.52", Path("modeling_finch.py"))
+    assert result.status == "failed" and result.migrated == OTHER_MODEL
+    [refusal] = result.diagnostics
+    assert (refusal.code, refusal.line) == ("CM903", _line(OTHER_MODEL, "past_length = past_key_values[0][0]"))
+    assert "the file builds `WrenEncoder` (from `..wren.modeling_wren`), defined in another model's file;" in (
+        refusal.message
+    )
