@@ -324,3 +324,64 @@ def test_a_file_that_builds_another_models_encoder_is_refused_naming_that_file()
     assert "the file builds `WrenEncoder` (from `..wren.modeling_wren`), defined in another model's file;" in (
         refusal.message
     )
+
+
+# -- a layer past that holds the layer's input states (4.6's GPT-Neo local attention) ------------------------------
+
+INPUTS_CACHED = """
+import torch
+from torch import nn
+from transformers.modeling_utils import PreTrainedModel
+
+
+class WrenLocalAttention(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.k = nn.Linear(config.hidden_size, config.hidden_size)
+        self.v = nn.Linear(config.hidden_size, config.hidden_size)
+
+    def forward(self, hidden_states, layer_past=None):
+        if layer_past is not None:
+            states = torch.cat([layer_past[0], hidden_states], dim=1)
+        else:
+            states = hidden_states
+        key, value = self.k(states), self.v(states)
+        out = (hidden_states @ key.transpose(-1, -2)).softmax(-1) @ value
+        return out, (states,)
+
+
+class WrenBlock(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.attn = WrenLocalAttention(config)
+
+    def forward(self, hidden_states, layer_past=None):
+        out, present = self.attn(hidden_states, layer_past=layer_past)
+        return hidden_states + out, present
+
+
+class WrenModel(PreTrainedModel):
+    def __init__(self, config):
+        super().__init__(config)
+        self.h = nn.ModuleList([WrenBlock(config) for _ in range(config.num_layers)])
+
+    def forward(self, hidden_states, past_key_values=None, use_cache=True):
+        presents = () if use_cache else None
+        for i, block in enumerate(self.h):
+            layer_past = past_key_values[i] if past_key_values is not None else None
+            hidden_states, present = block(hidden_states, layer_past=layer_past)
+            if use_cache:
+                presents = presents + (present,)
+        return hidden_states, presents
+"""
+
+
+def test_a_past_that_holds_the_layers_input_states_is_refused_saying_so():
+    result = migrate(INPUTS_CACHED, "4.52", Path("modeling_wren.py"))
+    assert result.status == "failed" and result.migrated == INPUTS_CACHED
+    [layout] = [d for d in result.diagnostics if d.code == "CM901"]
+    assert layout.line == _line(INPUTS_CACHED, "states = torch.cat([layer_past[0], hidden_states], dim=1)")
+    assert (
+        "the attention concatenates its past with its own input `hidden_states` "
+        "(`torch.cat([layer_past[0], hidden_states], dim=1)`): the layer's past holds the states the layer was given"
+    ) in layout.message
