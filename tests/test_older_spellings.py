@@ -197,6 +197,39 @@ def test_checkpointed_training_gives_the_same_gradients_and_makes_no_cache(tmp_p
     assert returned == [(), None]
 
 
+def test_a_decoder_only_stack_takes_the_switch_above_its_fresh_cache_and_trains_as_before(tmp_path):
+    """The same spelling where the set-up is a fresh cache (CM024, anchored after the last `use_cache`): the
+    checkpointed branch hands each block its past, and with the switch above the set-up no cache is made there."""
+    torch = pytest.importorskip("torch")
+    from conftest import checkpointed_training, load_class
+    from transformers import PretrainedConfig
+
+    path = LOOPSWITCH / "decoder_only.py"
+    result = migrate(path.read_text(), "4.52", path)
+    assert result.status == "migrated" and "CM024" in result.applied, [str(d) for d in result.diagnostics]
+    new_code = result.migrated
+    switch = "        if self.gradient_checkpointing and self.training:\n            if use_cache:\n"
+    assert new_code.index(switch) < new_code.index("past_key_values = DynamicCache()")
+    assert new_code.count("use_cache = False") == 1
+    migrated = tmp_path / "decoder_only_after.py"
+    migrated.write_text(new_code)
+    config = PretrainedConfig(vocab_size=11, hidden_size=8, num_layers=2, use_cache=True)
+    torch.manual_seed(0)
+    old = load_class(path, "WrenModel", "switch_before")(config)
+    new = load_class(migrated, "WrenModel", "switch_after")(config)
+    new.load_state_dict(old.state_dict())
+    ids, step = torch.randint(0, 11, (2, 5)), torch.randint(0, 11, (2, 1))
+    with torch.no_grad():
+        out, presents = old(ids)
+        new_out, new_presents = new(ids)
+        assert torch.equal(out, new_out) and isinstance(new_presents, tuple)
+        assert all(torch.equal(a, b) for pa, pb in zip(presents, new_presents) for a, b in zip(pa, pb))
+        assert torch.equal(old(step, presents)[0], new(step, new_presents)[0])
+    grads, returned = checkpointed_training((old, new), ids)
+    assert all(torch.equal(a, b) for a, b in zip(*grads, strict=True))
+    assert returned == [(), None]  # caching went off: the empty tuple the original had started, no cache now
+
+
 # -- assertlen: a check of the past written as an assertion -------------------------------------------------------
 
 ASSERTLEN = OLDER / "assertlen"

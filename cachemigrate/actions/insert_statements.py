@@ -39,11 +39,11 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..views.patterns import TemplateError, code_of, compile_statements, match_statements, to_python
-from ..facts.caching_switch import loop_switch
+from ..facts.caching_switch import hands_no_cache_there as _hands_no_cache_there, loop_switch
 from ..facts.layer_loops import accessors
 from .base import Action, Planner
 from .helpers import check_holes, depth_of, filled_and_formatted
-from .moves import assigns as _assigns, hoisted_switch, move_after_block
+from .moves import assigns as _assigns, crossed_reads, hoist_into, hoisted_switch, move_after_block
 from ..traverse import findall
 
 ANCHORS = ("function_start", "before_first_use", "after_loop", "after_last_assignment", "before_first_tuple_use")
@@ -177,6 +177,10 @@ class InsertStatements(Action):
                     for stmt in body[first : insert.index]
                     if _assigns(stmt, name) and not _hands_no_cache_there(stmt, name, cache)
                 ]
+                switch = loop_switch(late[-1], name) if len(late) == 1 else None
+                if switch is not None:  # the older spelling of the switch, inside the loop: it moves up
+                    self._hoist(insert, switch)
+                    continue
                 if late:
                     read = f"line {self.ctx.locate(body[first])[0]}, which the migration makes read `{cache}`"
                     node, words = _late_assignment(late[-1], name, cache, read, self.ctx.locate)
@@ -187,19 +191,19 @@ class InsertStatements(Action):
                 insert.index = first
                 self._hoisted_over(insert, reads, cache, function)
 
+    def _hoist(self, insert, switch) -> None:
+        """The block found the switch inside the loop only once every rule planned (another rule makes a statement
+        above the loop read the cache): the switch goes first in the block and leaves the loop."""
+        self.edits.append(hoist_into(insert, switch, self.rule.id))
+        self.hoisted.append((insert, self.edits[-1], switch.loop, switch.name))
+
     def _hoisted_over(self, insert, reads: list, cache: str, function: str) -> None:
-        """A switch moved out of the loop now comes before the statements between the block and the loop: any of
-        them that reads the flag, other than those the migration makes read the cache (the presents, which the
-        newer spelling also starts after the switch), would see it turned off earlier; then nothing moves and the
-        file is refused."""
+        """A switch moved out of the loop comes before the statements between the block and the loop: one of them
+        that reads the flag, other than those the migration makes read the cache, keeps the file refused."""
         for made, removal, loop, flag in self.hoisted:
-            if made is not insert:
-                continue
-            body = insert.block.body
-            end = next(i for i, stmt in enumerate(body) if stmt is loop)
-            crossed = [i for i in range(insert.index, end) if i not in reads and _reads(body[i], flag)]
+            crossed = crossed_reads(insert, loop, flag, reads) if made is insert else []
             if crossed:
-                read = f"line {self.ctx.locate(body[crossed[0]])[0]}, which reads `{flag}`"
+                read = f"line {self.ctx.locate(insert.block.body[crossed[0]])[0]}, which reads `{flag}`"
                 node, words = _late_assignment(loop, flag, cache, read, self.ctx.locate)
                 self.ctx.error(self.rule, function, f"cannot insert the cache set-up in {function}: {words}", node)
                 self.edits.remove(insert)
@@ -335,37 +339,6 @@ class _Planner(Planner):
                 )
                 return None
         return first_use
-
-
-def _hands_no_cache_there(stmt: cst.CSTNode, name: str, cache: str) -> bool:
-    """``stmt`` is the loop over the blocks, and ``name`` is assigned in it only in one branch of an ``if``/``else``
-    of the loop body that runs the block WITHOUT the cache, while only the other branch hands a block the cache (or
-    the per-layer past taken from it): BLIP-2's Q-Former turns caching off in the branch that runs the block under
-    gradient checkpointing without its past. A cache set up before the loop is then never handed to a block that
-    runs twice, nor to one that runs after caching went off, and the set-up may come first. (Bloom's checkpointed
-    call hands the block its past; an ``if`` that only turns caching off leaves the block that follows it the cache:
-    both stay refused.)"""
-    if not isinstance(stmt, cst.For) or not isinstance(stmt.body, cst.IndentedBlock):
-        return False
-    assignment = m.AssignTarget(m.Name(name)) | m.AugAssign(target=m.Name(name))
-    body = stmt.body.body
-    holders = [s for s in body if findall(s, assignment)]
-    if len(holders) != 1 or not isinstance(holders[0], cst.If) or not isinstance(holders[0].orelse, cst.Else):
-        return False
-    branch = holders[0]
-    derived = {cache}  # and the per-layer past taken from it (`past_key_value = past_key_values[i] if ...`)
-    takes = [s for s in body if m.matches(s, m.SimpleStatementLine([m.Assign()])) and _reads(s.body[0].value, cache)]
-    for line in takes:
-        derived |= {n.value for t in line.body[0].targets for n in findall(t.target, m.Name())}
-
-    def reads_cache(node) -> bool:
-        return any(_reads(node, known) for known in derived)
-
-    caching_off, running = branch.body, branch.orelse.body
-    if findall(running, assignment) or reads_cache(caching_off) or not reads_cache(running):
-        return False
-    others = [s for s in body if s is not branch and not any(s is line for line in takes)]
-    return not any(reads_cache(s) for s in others)
 
 
 def _holds_any(stmt: cst.CSTNode, nodes: set) -> bool:

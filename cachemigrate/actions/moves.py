@@ -93,6 +93,25 @@ def hoisted_switch(found: LoopSwitch) -> cst.If:
     return cst.If(test=found.branch.test.deep_clone(), body=cst.IndentedBlock([switch]))
 
 
+def hoist_into(insert, found: LoopSwitch, rule: str):
+    """Put the switch first in the block ``insert`` inserts, and return the edit that removes it from the loop."""
+    from ..edit.edits import Replace, remove
+    from .base import descend
+
+    hoisted, made = hoisted_switch(found), insert.build
+    insert.build = lambda resolve: [hoisted, *made(resolve)]
+    path = (*insert.path, insert.block, *descend(insert.block, found.switch))
+    return Replace(rule, found.switch, remove, path)
+
+
+def crossed_reads(insert, loop: cst.CSTNode, flag: str, reads: list) -> list[int]:
+    """The statements between the block and the loop that read ``flag``, except ``reads`` (those other rules make
+    read the cache): a switch moved above them would change what they see."""
+    body = insert.block.body
+    end = next(i for i, stmt in enumerate(body) if stmt is loop)
+    return [i for i in range(insert.index, end) if i not in reads and findall(body[i], m.Name(flag))]
+
+
 def _splices_at(edits, insert, index: int) -> list:
     """Other edits that splice statement ``index`` of the insert's block (or insert right before it)."""
     return [

@@ -133,3 +133,40 @@ def loop_switch(loop: cst.CSTNode, flag: str) -> LoopSwitch | None:
             return None
         return LoopSwitch(loop, stmt, branch[0], flag)
     return None
+
+
+def hands_no_cache_there(stmt: cst.CSTNode, name: str, cache: str) -> bool:
+    """``stmt`` is the loop over the blocks, and ``name`` is assigned in it only in one branch of an ``if``/``else``
+    of the loop body that runs the block WITHOUT the cache, while only the other branch hands a block the cache (or
+    the per-layer past taken from it): BLIP-2's Q-Former turns caching off in the branch that runs the block under
+    gradient checkpointing without its past. A cache set up before the loop is then never handed to a block that
+    runs twice, nor to one that runs after caching went off, and the set-up may come first. (Bloom's checkpointed
+    call hands the block its past; an ``if`` that only turns caching off leaves the block that follows it the cache:
+    both stay refused.)"""
+    if not isinstance(stmt, cst.For) or not isinstance(stmt.body, cst.IndentedBlock):
+        return False
+    assignment = m.AssignTarget(m.Name(name)) | m.AugAssign(target=m.Name(name))
+    body = stmt.body.body
+    holders = [s for s in body if findall(s, assignment)]
+    if len(holders) != 1 or not isinstance(holders[0], cst.If) or not isinstance(holders[0].orelse, cst.Else):
+        return False
+    branch = holders[0]
+    derived = {cache}  # and the per-layer past taken from it (`past_key_value = past_key_values[i] if ...`)
+    takes = [
+        s for s in body if m.matches(s, m.SimpleStatementLine([m.Assign()])) and _reads_name(s.body[0].value, cache)
+    ]
+    for line in takes:
+        derived |= {n.value for t in line.body[0].targets for n in findall(t.target, m.Name())}
+
+    def reads_cache(node) -> bool:
+        return any(_reads_name(node, known) for known in derived)
+
+    caching_off, running = branch.body, branch.orelse.body
+    if findall(running, assignment) or reads_cache(caching_off) or not reads_cache(running):
+        return False
+    others = [s for s in body if s is not branch and not any(s is line for line in takes)]
+    return not any(reads_cache(s) for s in others)
+
+
+def _reads_name(node: cst.CSTNode, name: str) -> bool:
+    return bool(findall(node, m.Name(name)))
