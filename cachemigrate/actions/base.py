@@ -210,7 +210,7 @@ class Planner(cst.CSTVisitor):
         """The ancestors of ``node`` (exclusive), which must be the current node or below it."""
         if self.stack and self.stack[-1] is node:
             return tuple(self.stack[:-1])
-        below = _descend(self.stack[-1], node)
+        below = descend(self.stack[-1], node)
         if below is None:
             raise LookupError(f"{type(node).__name__} is not below the node being visited")
         return (*self.stack, *below)
@@ -244,12 +244,12 @@ class Planner(cst.CSTVisitor):
         self.splice(block, index, 0, lambda resolve: list(statements))
 
 
-def _descend(root: cst.CSTNode, node: cst.CSTNode) -> tuple[cst.CSTNode, ...] | None:
+def descend(root: cst.CSTNode, node: cst.CSTNode) -> tuple[cst.CSTNode, ...] | None:
     """The nodes strictly between ``root`` and its descendant ``node``, or None if it is not one."""
     for child in children(root):
         if child is node:
             return (root,)[1:]
-        found = _descend(child, node)
+        found = descend(child, node)
         if found is not None:
             return (child, *found)
     return None

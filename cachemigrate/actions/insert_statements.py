@@ -29,7 +29,10 @@ make read the cache (see :meth:`InsertStatements.finalize`). Where such a statem
 assignment of an ``after_assignments`` name (bloom's ``presents = () if use_cache else None`` above the
 gradient-checkpointing ``use_cache = False``), an ``after_last_assignment`` block stays after the assignment and
 the statement moves down below it, if it is a plain assignment nothing in between can tell from the original
-(:func:`.moves.move_after_block`); otherwise the rule reports it and the file is left as it is.
+(:func:`.moves.move_after_block`); otherwise the rule reports it and the file is left as it is. Where the last
+assignment is the older spelling of the gradient-checkpointing switch, inside the loop over the blocks
+(:func:`cachemigrate.facts.caching_switch.loop_switch`), the switch moves up instead: it goes first in the
+inserted block, under its own test, and leaves the loop.
 """
 
 from __future__ import annotations
@@ -39,11 +42,12 @@ import libcst.matchers as m
 
 from ..views.patterns import TemplateError, code_of, compile_statements, match_statements, to_python
 from ..facts.heads import head_of
+from ..facts.caching_switch import hands_no_cache_there as _hands_no_cache_there, loop_switch
 from ..facts.layer_loops import accessors
 from ..facts.one_layer import after_single_layer
 from .base import Action, Planner
 from .helpers import check_holes, depth_of, filled_and_formatted
-from .moves import assigns as _assigns, move_after_block
+from .moves import assigns as _assigns, crossed_reads, hoist_into, hoisted_switch, move_after_block
 from ..traverse import findall
 
 ANCHORS = ("function_start", "before_first_use", "after_loop", "after_last_assignment", "before_first_tuple_use")
@@ -146,6 +150,7 @@ class InsertStatements(Action):
     def __init__(self, rule, ctx) -> None:
         super().__init__(rule, ctx)
         self.deferred: list = []  # (insert edit, cache name, function) of `before_first_use` anchors
+        self.hoisted: list = []  # (insert edit, removal edit, loop, flag) of switches moved out of the loop
 
     def planner(self) -> Planner:
         return _Planner(self)
@@ -177,6 +182,10 @@ class InsertStatements(Action):
                     for stmt in body[first : insert.index]
                     if _assigns(stmt, name) and not _hands_no_cache_there(stmt, name, cache)
                 ]
+                switch = loop_switch(late[-1], name) if len(late) == 1 else None
+                if switch is not None:  # the older spelling of the switch, inside the loop: it moves up
+                    self._hoist(insert, switch)
+                    continue
                 if late:
                     read = f"line {self.ctx.locate(body[first])[0]}, which the migration makes read `{cache}`"
                     node, words = _late_assignment(late[-1], name, cache, read, self.ctx.locate)
@@ -185,6 +194,25 @@ class InsertStatements(Action):
                     break
             else:
                 insert.index = first
+                self._hoisted_over(insert, reads, cache, function)
+
+    def _hoist(self, insert, switch) -> None:
+        """The block found the switch inside the loop only once every rule planned (another rule makes a statement
+        above the loop read the cache): the switch goes first in the block and leaves the loop."""
+        self.edits.append(hoist_into(insert, switch, self.rule.id))
+        self.hoisted.append((insert, self.edits[-1], switch.loop, switch.name))
+
+    def _hoisted_over(self, insert, reads: list, cache: str, function: str) -> None:
+        """A switch moved out of the loop comes before the statements between the block and the loop: one of them
+        that reads the flag, other than those the migration makes read the cache, keeps the file refused."""
+        for made, removal, loop, flag in self.hoisted:
+            crossed = crossed_reads(insert, loop, flag, reads) if made is insert else []
+            if crossed:
+                read = f"line {self.ctx.locate(insert.block.body[crossed[0]])[0]}, which reads `{flag}`"
+                node, words = _late_assignment(loop, flag, cache, read, self.ctx.locate)
+                self.ctx.error(self.rule, function, f"cannot insert the cache set-up in {function}: {words}", node)
+                self.edits.remove(insert)
+                self.edits.remove(removal)
 
 
 class _Planner(Planner):
@@ -206,6 +234,7 @@ class _Planner(Planner):
             moved = self._moved(node, body, bound)
             if moved is None:
                 return
+        self.switch = None
         index = self._index(body, bound, node)
         if index is None:
             return
@@ -218,11 +247,17 @@ class _Planner(Planner):
         if _already_there(body, new):
             return
         action.changes += 1
+        if self.switch is not None:  # the older spelling of the switch leaves the loop, to go before the set-up
+            new = [hoisted_switch(self.switch), *new]
         self.insert(node.body, index, new)
+        made = action.edits[-1]
+        if self.switch is not None:
+            self.remove(self.switch.switch)
+            action.hoisted.append((made, action.edits[-1], self.switch.loop, self.switch.name))
         if moved is not None:
             self.remove(body[moved[0]])
         if action.param("anchor") in ("before_first_use", "after_last_assignment"):
-            action.deferred.append((action.edits[-1], bound["cache"], self.current_function))
+            action.deferred.append((made, bound["cache"], self.current_function))
 
     def _moved(self, node: cst.FunctionDef, body: list, bound: dict) -> tuple[int, dict] | None:
         """(index, captures) of the one top-level statement matching ``moves``, if its targets are assigned
@@ -298,6 +333,10 @@ class _Planner(Planner):
                     )
                     return None
                 last = max(i for i, s in enumerate(body) if _assigns(s, name))
+                switch = loop_switch(body[late], name) if last == late and self.switch is None else None
+                if switch is not None:  # the older spelling of the gradient-checkpointing switch: it moves up
+                    self.switch = switch
+                    continue
                 read = f"the statement at line {self.ctx.locate(body[first_use])[0]}, which reads `{cache}`"
                 where, words = _late_assignment(body[last], name, cache, read, self.ctx.locate)
                 self.ctx.error(
@@ -308,37 +347,6 @@ class _Planner(Planner):
                 )
                 return None
         return first_use
-
-
-def _hands_no_cache_there(stmt: cst.CSTNode, name: str, cache: str) -> bool:
-    """``stmt`` is the loop over the blocks, and ``name`` is assigned in it only in one branch of an ``if``/``else``
-    of the loop body that runs the block WITHOUT the cache, while only the other branch hands a block the cache (or
-    the per-layer past taken from it): BLIP-2's Q-Former turns caching off in the branch that runs the block under
-    gradient checkpointing without its past. A cache set up before the loop is then never handed to a block that
-    runs twice, nor to one that runs after caching went off, and the set-up may come first. (Bloom's checkpointed
-    call hands the block its past; an ``if`` that only turns caching off leaves the block that follows it the cache:
-    both stay refused.)"""
-    if not isinstance(stmt, cst.For) or not isinstance(stmt.body, cst.IndentedBlock):
-        return False
-    assignment = m.AssignTarget(m.Name(name)) | m.AugAssign(target=m.Name(name))
-    body = stmt.body.body
-    holders = [s for s in body if findall(s, assignment)]
-    if len(holders) != 1 or not isinstance(holders[0], cst.If) or not isinstance(holders[0].orelse, cst.Else):
-        return False
-    branch = holders[0]
-    derived = {cache}  # and the per-layer past taken from it (`past_key_value = past_key_values[i] if ...`)
-    takes = [s for s in body if m.matches(s, m.SimpleStatementLine([m.Assign()])) and _reads(s.body[0].value, cache)]
-    for line in takes:
-        derived |= {n.value for t in line.body[0].targets for n in findall(t.target, m.Name())}
-
-    def reads_cache(node) -> bool:
-        return any(_reads(node, known) for known in derived)
-
-    caching_off, running = branch.body, branch.orelse.body
-    if findall(running, assignment) or reads_cache(caching_off) or not reads_cache(running):
-        return False
-    others = [s for s in body if s is not branch and not any(s is line for line in takes)]
-    return not any(reads_cache(s) for s in others)
 
 
 def _holds_any(stmt: cst.CSTNode, nodes: set) -> bool:

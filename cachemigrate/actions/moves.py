@@ -4,6 +4,10 @@ Bloom and MPT start their tuple of presents above the gradient-checkpointing ``u
 that statement read the cache, and the cache set-up must wait for the final ``use_cache``. The statement moves
 down to just after the set-up when it is one plain assignment (names and literals: evaluating it later cannot raise
 or act) and nothing it moves over reads or binds what it touches. Used by :mod:`.insert_statements`.
+
+The other way round, the older spelling of that switch, written inside the loop over the blocks
+(:mod:`cachemigrate.facts.caching_switch`), moves up: above the cache set-up, under its own test
+(:func:`hoisted_switch`).
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
+from ..facts.caching_switch import LoopSwitch
 from ..views.patterns import code_of
 from ..traverse import findall, nodes
 
@@ -79,6 +84,32 @@ def move_after_block(edits, insert, reads: list, cache: str, names: list) -> boo
         made = insert.build
         insert.build = lambda resolve, made=made, build=build: [*made(resolve), *build(resolve)]
     return True
+
+
+def hoisted_switch(found: LoopSwitch) -> cst.If:
+    """``if <test>:`` holding the switch alone, to go above the loop (the newer spelling; fresh nodes: the switch
+    itself is removed from the loop, :func:`cachemigrate.facts.caching_switch.loop_switch`)."""
+    switch = found.switch.deep_clone().with_changes(leading_lines=())
+    return cst.If(test=found.branch.test.deep_clone(), body=cst.IndentedBlock([switch]))
+
+
+def hoist_into(insert, found: LoopSwitch, rule: str):
+    """Put the switch first in the block ``insert`` inserts, and return the edit that removes it from the loop."""
+    from ..edit.edits import Replace, remove
+    from .base import descend
+
+    hoisted, made = hoisted_switch(found), insert.build
+    insert.build = lambda resolve: [hoisted, *made(resolve)]
+    path = (*insert.path, insert.block, *descend(insert.block, found.switch))
+    return Replace(rule, found.switch, remove, path)
+
+
+def crossed_reads(insert, loop: cst.CSTNode, flag: str, reads: list) -> list[int]:
+    """The statements between the block and the loop that read ``flag``, except ``reads`` (those other rules make
+    read the cache): a switch moved above them would change what they see."""
+    body = insert.block.body
+    end = next(i for i, stmt in enumerate(body) if stmt is loop)
+    return [i for i in range(insert.index, end) if i not in reads and findall(body[i], m.Name(flag))]
 
 
 def _splices_at(edits, insert, index: int) -> list:

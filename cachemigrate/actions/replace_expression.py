@@ -14,6 +14,7 @@ from ..views.patterns import (
     match_expression,
     match_statements,
 )
+from ..views.negation import negated
 from .base import Action, Planner, captured_nodes
 from ..facts.uses import CACHE_GUARD
 from .helpers import check_templates, rule_templates
@@ -155,6 +156,8 @@ class _Planner(Planner):
             return False  # the code after the barrier reads the updated cache: not rewritten
         if isinstance(node, cst.IfExp) and m.matches(node.test, CACHE_GUARD):
             self.guarded.add(node.orelse)
+        if isinstance(node, cst.Assert) and self.in_function_scope() and self._assertion(node):
+            return False
         if not isinstance(node, cst.BaseExpression) or not self.in_function_scope():
             return True
         action: ReplaceExpression = self.action
@@ -194,3 +197,36 @@ class _Planner(Planner):
             self.replace(node, build, captured_nodes(captures), reformat=True)
             return False
         return True
+
+    def _assertion(self, node: cst.Assert) -> bool:
+        """``assert <test>, <message>``, the older spelling of ``if not <test>: raise ...``: a pattern written for
+        the raising condition matches the negation of the test (:mod:`cachemigrate.views.negation`), and the test
+        becomes the negation of what the rule writes there (``assert len(past) == 2`` -> ``assert
+        isinstance(past, Cache) or len(past) == 2``). True when it planned that rewrite."""
+        action: ReplaceExpression = self.action
+        if not isinstance(node.test, cst.BaseExpression) or node.test in self.guarded:
+            return False
+        bound = self.bound()
+        raising = negated(self.view(node.test))
+        if action.is_output(raising, bound) or not action.scope.holds(self.stack, self.view, bound):
+            return False
+        for pattern in action.patterns:
+            captures = match_expression(pattern, raising, bound)
+            if captures is None or "matched" in captures:
+                continue
+            action.changes += 1
+            captures = {name: self.originals(value) for name, value in captures.items()}
+            replacement = action.rule.params["replacement"]
+
+            def build(updated, resolve, captures=captures, bound=bound, replacement=replacement):
+                # {matched}: the raising condition, `not (<the test as the user wrote it>)`, negated back below
+                kept = updated.with_changes(lpar=[], rpar=[])
+                matched = cst.UnaryOperation(
+                    cst.Not(), kept.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+                )
+                new = negated(fill_expression(replacement, {**bound, **resolve.values(captures), "matched": matched}))
+                return new.with_changes(lpar=updated.lpar, rpar=updated.rpar)
+
+            self.replace(node.test, build, captured_nodes(captures), reformat=True)
+            return True
+        return False

@@ -102,6 +102,17 @@ def attention_layout(function: cst.FunctionDef, views, cache: str, scope_factory
             return helper
     if not (pairs or fused or kernel) and not between_others(function, {cache}):  # that one is said at its line
         concatenations = _concatenations_of(function, cache)
+        inputs = _inputs_cached(function, concatenations)
+        if inputs:
+            call, name = inputs
+            raise Unknown(
+                f"the attention concatenates its past with its own input `{name}` (`{code_of(call)}`): the layer's "
+                "past holds the states the layer was given, from which it projects keys and values again at every "
+                "step, not keys and values; a Cache holds keys and values, so this past cannot become one without "
+                "changing what the layer caches (migrate it by hand, caching the projected keys and values, or keep "
+                "this model on tuples)",
+                node=call,
+            )
         if concatenations:
             shown = "; ".join(f"`{code_of(c)}`" for c in concatenations[:2])
             raise Unknown(
@@ -184,6 +195,23 @@ def _concatenations_of(function: cst.FunctionDef, cache: str) -> list[cst.Call]:
         func=m.Attribute(value=m.Name("torch"), attr=m.Name("cat") | m.Name("concat") | m.Name("concatenate"))
     )
     return [call for call in m.findall(function, cat) if call.args and reads(call.args[0].value)]
+
+
+def _inputs_cached(function: cst.FunctionDef, concatenations: list[cst.Call]) -> tuple[cst.Call, str] | None:
+    """(the call, the parameter) of a concatenation of the past with a parameter of the function as it came in
+    (4.6's GPT-Neo local attention: ``torch.cat([past, hidden_states], dim=1)``): the past holds inputs, not keys
+    and values."""
+    params = function.params
+    names = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
+    rebound = {n.value for a in m.findall(function, m.AssignTarget()) for n in m.findall(a.target, m.Name())}
+    for call in concatenations:
+        value = call.args[0].value
+        if not isinstance(value, (cst.List, cst.Tuple)):
+            continue
+        for element in value.elements[1:]:
+            if isinstance(element.value, cst.Name) and element.value.value in names - rebound:
+                return call, element.value.value
+    return None
 
 
 def _split_after(function: cst.FunctionDef, views, fused: str) -> bool:

@@ -7,8 +7,10 @@ migrate). These shapes are common in the wild, and none can be migrated from the
 - a monkeypatch (``modeling_gpt2.GPT2Attention.forward = my_forward``): the function replaces library code whose
   signature and cache changes with the release;
 - a package whose attention or blocks live in sibling modules (MPT-style ``attention.py``/``blocks.py`` imported
-  with ``from .attention import ...``, or ``from attention import ...`` in a remote-code folder's style): cachemigrate migrates one file at a time, and half a migration (a stack
-  that hands a Cache to an attention that indexes a tuple) would be wrong;
+  with ``from .attention import ...``, or ``from attention import ...`` in a remote-code folder's style), or in
+  another model's file (4.6's BertGeneration: ``from ..bert.modeling_bert import BertEncoder``): cachemigrate
+  migrates one file at a time, and half a migration (a stack that hands a Cache to an attention that indexes a
+  tuple) would be wrong;
 - a wrapper around a model it builds with an auto class (Fuyu's ``AutoModelForCausalLM.from_config(...)``, RAG's
   generator): the cache is that model's, migrated in that model's own file;
 - a cache of dicts (fairseq ports such as FSMT: ``layer_state = past_key_values[idx]``, then
@@ -82,6 +84,8 @@ def _sibling_sources(module: cst.Module) -> dict[cst.ImportFrom, str]:
             continue
         if m.matches(node, m.ImportFrom(relative=[m.Dot()])):
             found[node] = "." + (module.code_for_node(node.module) if node.module else "")
+        elif _other_model(node):  # `from ..bert.modeling_bert import BertEncoder`: another model's file
+            found[node] = ".." + module.code_for_node(node.module)
         elif not node.relative and isinstance(node.module, cst.Name):
             absolute.append(node)
     if any(node.module.value.startswith(_COMPANION) for node in absolute):
@@ -89,6 +93,14 @@ def _sibling_sources(module: cst.Module) -> dict[cst.ImportFrom, str]:
             if node.module.value not in LIBRARIES:
                 found[node] = node.module.value
     return found
+
+
+def _other_model(node: cst.ImportFrom) -> bool:
+    """``from ..<model>.modeling_<model> import ...``: a transformers model's file importing another model's
+    (4.6's BertGeneration builds BERT's encoder); two dots up from ``models/<name>/`` is ``models/``."""
+    if len(node.relative) != 2 or not isinstance(node.module, cst.Attribute):
+        return False
+    return isinstance(node.module.attr, cst.Name) and node.module.attr.value.startswith("modeling_")
 
 
 def _sibling_classes(module: cst.Module) -> list[tuple[str, str]]:
@@ -182,8 +194,10 @@ def explain(module: cst.Module, info: ModuleInfo, use: CacheUse) -> str | None:
     siblings = _sibling_classes(module)
     if siblings:
         named = ", ".join(f"`{name}` (from `{source}`)" for name, source in siblings[:3])
+        other_model = all(source.startswith("..") for _, source in siblings)
+        where = "another model's file" if other_model else "another module of its package"
         return (
-            f"the file builds {named}, defined in another module of its package; cachemigrate migrates one file at "
+            f"the file builds {named}, defined in {where}; cachemigrate migrates one file at "
             "a time and does not yet migrate attention and blocks split over several files together (half of it "
             "would hand a Cache to code that indexes a tuple): move those classes into this file and run it again, "
             "or port the package by hand"

@@ -98,6 +98,17 @@ class _UseCollector(cst.CSTVisitor):
             if self._tuple_only(part):
                 self.guarded.update(parts[index + 1 :])
                 break
+        # `isinstance(x, Cache) or len(x) == 2`: what comes after the guard runs only for a tuple
+        parts = _disjuncts(node)
+        for index, part in enumerate(parts):
+            if self._guard_test(part):
+                self.guarded.update(parts[index + 1 :])
+                break
+
+    def visit_Assert(self, node: cst.Assert) -> None:
+        # `assert isinstance(x, Cache) or len(x) == 2, f"... {len(x)}"`: the message is said for a tuple only
+        if node.msg is not None and any(self._guard_test(part) for part in _disjuncts(node.test)):
+            self.guarded.add(node.msg)
 
     def _tuple_only(self, test: cst.BaseExpression) -> bool:
         if m.matches(test, m.UnaryOperation(operator=m.Not())):
@@ -362,6 +373,13 @@ def _rebinds_to_tuple(stmt: cst.BaseStatement, name: str) -> bool:
 
 def _assigns_name(stmt: cst.CSTNode, name: str) -> bool:
     return bool(findall(stmt, m.AssignTarget(m.Name(name)) | m.AugAssign(target=m.Name(name))))
+
+
+def _disjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The operands of an ``or`` chain (``a or b or c``), or the test itself."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
+        return _disjuncts(test.left) + _disjuncts(test.right)
+    return [test]
 
 
 def _conjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:

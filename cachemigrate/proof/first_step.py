@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 
 import libcst as cst
+import libcst.matchers as m
 
 from .. import diagnostics as codes
 from ..facts.analysis import Locator, ModuleInfo, analyze
@@ -21,21 +22,35 @@ from ..facts.past_hook import GENERATION_HOOKS, past_hooks
 from ..diagnostics import Diagnostic
 from ..excerpts import source_line
 from ..rules.schema import Era
+from ..traverse import findall, nodes
 
 # a `check` use that is a type test, not a test of presence (`isinstance(past, Cache)`, `hasattr(past, ...)`)
 _TYPE_TEST = re.compile(r"^(isinstance|type|hasattr|getattr|id)\(")
 
 
 def _presence_tests(info: ModuleInfo, heads: frozenset = frozenset()) -> list:
-    """The unguarded tests of a cache's presence (``x is None``, ``x is not None``, a truth test) in the hooks, and
-    in the forwards of ``heads`` (heads over a library model, which generate() hands an empty Cache too)."""
+    """The unguarded tests of a cache's presence (``x is None``, ``x is not None``, a truth test) in the hooks, in
+    the forwards of ``heads`` (heads over a library model, which generate() hands an empty Cache too), and in a
+    ``forward`` where such a test cuts the inputs to their last position (4.6's T5 and BART heads cut
+    ``decoder_input_ids`` in ``forward`` itself when handed a past: the older spelling of the hook's cut)."""
     return [
         use
         for fn in info.functions.values()
-        if fn.name in GENERATION_HOOKS or (fn.name == "forward" and fn.cls in heads)
+        if fn.name in GENERATION_HOOKS or fn.name == "forward"
         for use in fn.uses
-        if use.kind == "check" and not _TYPE_TEST.match(use.idiom)
+        if use.kind == "check"
+        and not _TYPE_TEST.match(use.idiom)
+        and (fn.name in GENERATION_HOOKS or fn.cls in heads or _cuts_to_last(fn.node, use.node))
     ]
+
+
+def _cuts_to_last(function: cst.FunctionDef, test: cst.CSTNode | None) -> bool:
+    """``test`` is in the test of an ``if`` whose body cuts something to its last position (``x[:, -1:]``)."""
+    last = m.Slice(lower=m.UnaryOperation(operator=m.Minus(), expression=m.Integer("1")), upper=None)
+    for branch in findall(function, m.If()):
+        if test is not None and any(node is test for node in nodes(branch.test)):
+            return bool(findall(branch.body, m.SubscriptElement(slice=last)))
+    return False
 
 
 def first_step_diagnostics(
