@@ -22,7 +22,9 @@ the two trees differ. In detail:
 * a module that patches a class imported from transformers (a top-level function taking a cache set on its
   attribute, or a subclass of such a class named like an attention overriding ``forward`` with a cache parameter)
   is never certain: the engine migrates
-  such a patch to the library's keyword for the cache even where it is on the Cache API;
+  such a patch to the library's keyword for the cache even where it is on the Cache API; nor is a head over a
+  library model (a subclass of a ``*PreTrainedModel`` imported from transformers with a method taking a cache),
+  whose presence tests the engine rewrites though they are safe uses here;
 * anything else is not safe (indexing, unpacking, iterating, ``*x``, arithmetic, ``del``, ``with``, an
   f-string, a comprehension's source...), nor is any ``isinstance(x, Cache)`` guard taken into account (the
   engine excuses code under one; this module does not), nor is a file that ``ast`` cannot parse.
@@ -96,6 +98,10 @@ def _patches_a_class(tree: ast.Module, cache_names: frozenset[str]) -> bool:
             forward = [i for i in node.body if isinstance(i, _FUNCTIONS) and i.name == "forward"]
             if bases and forward and cache_names.intersection(_parameters(forward[0])):
                 return True
+            if any(_root(b) in library and _last(b).endswith("PreTrainedModel") for b in node.bases):
+                methods = [i for i in node.body if isinstance(i, _FUNCTIONS)]
+                if any(cache_names.intersection(_parameters(i)) for i in methods):
+                    return True  # a head over a library model (facts/heads.py): its presence tests see a Cache too
     return False
 
 
