@@ -112,6 +112,12 @@ class _Planner(Planner):
         first = 1 if body and m.matches(body[0], m.SimpleStatementLine([m.Expr(m.SimpleString())])) else 0
         if first:  # after the docstring, a blank line
             statement = statement.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
+        following = body[first] if first < len(body) else None
+        if isinstance(following, (cst.FunctionDef, cst.ClassDef)) and not following.leading_lines:
+            # a blank line between the attribute and the method after it, as black writes it
+            self.replace(
+                following, lambda updated, _r: updated.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
+            )
         self.insert(node.body, first, [statement])
 
     def _refuse(self, node: cst.ClassDef, element, key, why: str, listed: bool = True) -> None:
