@@ -226,3 +226,12 @@ def test_a_symlinked_modeling_file_left_out_of_a_walk_is_said_with_v(tmp_path):
     said = f"note: {tmp_path / 'fork' / 'modeling_link.py'}: a symlink to {tmp_path / 'elsewhere' / 'modeling_far.py'}"
     assert said not in plain.stderr and said in verbose.stderr, verbose.stderr
     assert "outside the walked folder: skipped (name it to migrate it)" in verbose.stderr
+
+
+def test_a_folder_with_no_matching_file_says_so_and_how_to_widen_the_patterns(tmp_path):
+    make(tmp_path / "fork", "m1.py", "m2.py")  # a fork whose files are not named modeling_*.py
+    result = CliRunner().invoke(main, ["migrate", "--era", "4.52", "--check", str(tmp_path / "fork")])
+    assert result.exit_code == 0, result.output
+    assert "no file in" in result.output and "modeling_*.py" in result.output and "--include" in result.output
+    named = CliRunner().invoke(main, ["migrate", "--era", "4.52", "--check", "--include", "m*.py", str(tmp_path / "fork")])
+    assert "no file in" not in named.output

@@ -71,6 +71,11 @@ def collect_files(paths, config: Config, patterns: dict, verbose: bool = False) 
     for entry in skipped:
         if entry.problem or verbose:
             click.echo(f"{'warning' if entry.problem else 'note'}: {entry}", err=True)
+    folders = [str(p) for p in paths if p != "-" and Path(p).is_dir()]
+    if folders and not files:
+        include = ", ".join(config.selection(**patterns).include)
+        click.echo(f"note: no file in {', '.join(folders)} matches the include patterns ({include}); "
+                   "name files directly or widen them with --include PATTERN", err=True)
     return files
 
 
