@@ -58,6 +58,33 @@ def test_the_head_is_found_by_what_it_imports_builds_and_hands_the_past():
     assert info.roles["library_head"] == ["PrefixSpeechHead"] and "PrefixSpeechHead" in info.roles["head"]
 
 
+@pytest.mark.parametrize(
+    "imports, base, built",
+    [
+        ("from transformers import GPT2Model as Backbone, GPT2PreTrainedModel as Base", "Base", "Backbone"),
+        ("import transformers", "transformers.GPT2PreTrainedModel", "transformers.GPT2Model"),
+        ("from transformers.models.gpt2 import modeling_gpt2 as mg", "mg.GPT2PreTrainedModel", "mg.GPT2Model"),
+    ],
+)
+def test_the_library_classes_are_read_through_aliases_and_module_imports(imports, base, built):
+    """The library's name of a class decides (facts/library_imports.py), however the file spells it; the prefilter
+    reads the same imports, so it never calls such a head clean before the engine sees it."""
+    from cachemigrate.source.prefilter import nothing_to_migrate
+
+    code = (
+        PREFIX.read_text()
+        .replace("from transformers import GPT2Model, GPT2PreTrainedModel", imports)
+        .replace("class PrefixSpeechHead(GPT2PreTrainedModel):", f"class PrefixSpeechHead({base}):")
+        .replace("self.transformer = GPT2Model(config)", f"self.transformer = {built}(config)")
+    )
+    info = analyze(cst.parse_module(code), ruleset("4.52").era.cache_names)
+    [head] = info.library_heads
+    assert (head.name, head.attribute, head.model) == ("PrefixSpeechHead", "transformer", built)
+    assert head.module.split(".")[0] == "transformers"
+    assert not nothing_to_migrate(code, ruleset("4.52").era.cache_names)
+    assert migrate(code, "4.52").status == "migrated"
+
+
 def test_a_model_built_from_a_sibling_module_is_no_library_model():
     code = PREFIX.read_text().replace(
         "from transformers import GPT2Model, GPT2PreTrainedModel",

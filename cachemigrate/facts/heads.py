@@ -9,7 +9,8 @@ the library model's, made and updated by it. What the head owns is migrated (its
 - the class derives, directly or through classes of the file, from a ``*PreTrainedModel`` the file imports from
   ``transformers`` (the library's ``PreTrainedModel`` itself counts);
 - its ``__init__`` builds ``self.<attr> = X(...)`` with ``X`` imported from ``transformers``, a model class
-  (``X`` ends in ``Model``, not ``PreTrainedModel``);
+  (the library's name of ``X`` ends in ``Model``, not ``PreTrainedModel``; an alias, ``transformers.GPT2Model`` or
+  ``modeling_gpt2.GPT2Model`` are read through the imports, :mod:`.library_imports`);
 - its ``forward`` hands a cache variable to ``self.<attr>(...)``.
 """
 
@@ -24,6 +25,7 @@ from .. import diagnostics as codes
 from ..diagnostics import Diagnostic
 from ..excerpts import source_line
 from ..traverse import findall
+from .library_imports import library_names, resolve
 from .model import ClassInfo
 
 
@@ -41,23 +43,7 @@ class LibraryHead:
     outputs: str | None = None
 
 
-def transformers_imports(module: cst.Module) -> dict[str, str]:
-    """Names bound by ``from transformers[.x] import Name [as alias]`` at the top of the module: name -> module."""
-    found: dict[str, str] = {}
-    for stmt in module.body:
-        for node in findall(stmt, m.ImportFrom()):
-            if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
-                continue
-            source = module.code_for_node(node.module)
-            if source != "transformers" and not source.startswith("transformers."):
-                continue
-            for alias in node.names:
-                bound = alias.asname.name if alias.asname else alias.name
-                found[module.code_for_node(bound)] = source
-    return found
-
-
-def _library_pretrained(cls: ClassInfo, classes: dict[str, ClassInfo], imported: dict[str, str]) -> bool:
+def _library_pretrained(cls: ClassInfo, classes: dict[str, ClassInfo], names: dict[str, str]) -> bool:
     """The class derives from a ``*PreTrainedModel`` imported from transformers, directly or through file classes."""
     seen: set[str] = set()
     todo = list(cls.bases)
@@ -68,35 +54,40 @@ def _library_pretrained(cls: ClassInfo, classes: dict[str, ClassInfo], imported:
         seen.add(base)
         if base in classes:
             todo.extend(classes[base].bases)
-        elif base in imported and base.endswith("PreTrainedModel"):
-            return True
+        else:
+            library, name = resolve(base, names)
+            if library is not None and name.endswith("PreTrainedModel"):
+                return True
     return False
 
 
-def _library_model(cls: ClassInfo, imported: dict[str, str]) -> tuple[str, str] | None:
-    """(attribute, class) of the first library model the class builds and its forward hands a past."""
+def _library_model(cls: ClassInfo, names: dict[str, str]) -> tuple[str, str, str] | None:
+    """(attribute, class as the file writes it, library module) of the first library model the class builds and its
+    forward hands a past."""
     forward = cls.methods.get("forward")
     if forward is None or not forward.cache_params:
         return None
     handed = forward.passes_to_self_attr()
     for attribute, built in cls.submodules.items():
-        model = built in imported and built.endswith("Model") and not built.endswith("PreTrainedModel")
+        library, name = resolve(built, names)
+        model = library is not None and name.endswith("Model") and not name.endswith("PreTrainedModel")
         if model and f"self.{attribute}" in handed:
-            return attribute, built
+            return attribute, built, library
     return None
 
 
 def library_heads(module: cst.Module, classes: dict[str, ClassInfo]) -> list[LibraryHead]:
     """The heads of the file over library models (see the module's docstring), in file order."""
-    imported = transformers_imports(module)
+    names = library_names(module)
     found = []
     for cls in classes.values():
-        if not _library_pretrained(cls, classes, imported):
+        if not _library_pretrained(cls, classes, names):
             continue
-        wrapped = _library_model(cls, imported)
+        wrapped = _library_model(cls, names)
         if wrapped is not None:
-            index, outputs = handoff(cls.methods["forward"].node, wrapped[0])
-            found.append(LibraryHead(cls.name, wrapped[0], wrapped[1], imported[wrapped[1]], index, outputs))
+            attribute, model, library = wrapped
+            index, outputs = handoff(cls.methods["forward"].node, attribute)
+            found.append(LibraryHead(cls.name, attribute, model, library, index, outputs))
     return found
 
 

@@ -27,9 +27,9 @@ import libcst.matchers as m
 from .. import diagnostics as codes
 from ..diagnostics import Diagnostic
 from ..traverse import findall
+from .library_imports import LIBRARY, dotted as _dotted, library_names, resolve as _resolve
 from .model import ClassInfo, FunctionInfo, ModuleInfo
 
-LIBRARY = "transformers"
 # the library's names of its structural roles (the end of a class name): only attentions are patch targets so far
 ROLES = (("Attention", "attention"),)
 # The keywords the library's layers have passed an attention its cache under, and what came under each: a patch
@@ -53,53 +53,6 @@ class Patch:
         if self.library is None or self.cls is None:
             return None
         return next((role for suffix, role in ROLES if self.cls.endswith(suffix)), None)
-
-
-def _dotted(node: cst.BaseExpression) -> str | None:
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
-        inner = _dotted(node.value)
-        return f"{inner}.{node.attr.value}" if inner else None
-    return None
-
-
-def library_names(module: cst.Module) -> dict[str, str]:
-    """Local name -> the dotted library path it stands for (a module or a class), for every import of the file
-    from transformers: ``from transformers.models.gpt2.modeling_gpt2 import GPT2Attention as A`` binds ``A`` to
-    ``transformers.models.gpt2.modeling_gpt2.GPT2Attention``; ``import transformers.models.gpt2.modeling_gpt2 as mg``
-    binds ``mg``; a plain ``import transformers...`` binds ``transformers``."""
-    names: dict[str, str] = {}
-    for stmt in module.body:
-        for node in findall(stmt, m.ImportFrom() | m.Import()):
-            if isinstance(node, cst.ImportFrom):
-                source = _dotted(node.module) if node.module is not None and not node.relative else None
-                if not source or source.split(".")[0] != LIBRARY or isinstance(node.names, cst.ImportStar):
-                    continue
-                for alias in node.names:
-                    local = alias.asname.name.value if alias.asname else alias.name.value
-                    names[local] = f"{source}.{_dotted(alias.name)}"
-                continue
-            for alias in node.names:
-                full = _dotted(alias.name)
-                if not full or full.split(".")[0] != LIBRARY:
-                    continue
-                if alias.asname:
-                    names[alias.asname.name.value] = full
-                else:
-                    names[LIBRARY] = LIBRARY
-    return names
-
-
-def _resolve(target: str, names: dict[str, str]) -> tuple[str | None, str]:
-    """(the dotted library module, the class name) of ``target``, the dotted class an attribute is set on; the
-    module is None where the first name is not imported from transformers."""
-    first, _, rest = target.partition(".")
-    if first not in names:
-        return None, target.rsplit(".", 1)[-1]
-    full = names[first] + (f".{rest}" if rest else "")
-    library, _, cls = full.rpartition(".")
-    return library, cls
 
 
 def find_patches(module: cst.Module, functions: dict[str, FunctionInfo]) -> list[Patch]:

@@ -94,28 +94,38 @@ def _patches_a_class(tree: ast.Module, cache_names: frozenset[str]) -> bool:
             if any(isinstance(t, ast.Attribute) and _root(t.value) in library for t in node.targets):
                 return True
         if isinstance(node, ast.ClassDef):
-            bases = [b for b in node.bases if _root(b) in library and _last(b).endswith("Attention")]
+            bases = [b for b in node.bases if _library_class(b, library).endswith("Attention")]
             forward = [i for i in node.body if isinstance(i, _FUNCTIONS) and i.name == "forward"]
             if bases and forward and cache_names.intersection(_parameters(forward[0])):
                 return True
-            if any(_root(b) in library and _last(b).endswith("PreTrainedModel") for b in node.bases):
+            if any(_library_class(b, library).endswith("PreTrainedModel") for b in node.bases):
                 methods = [i for i in node.body if isinstance(i, _FUNCTIONS)]
                 if any(cache_names.intersection(_parameters(i)) for i in methods):
                     return True  # a head over a library model (facts/heads.py): its presence tests see a Cache too
     return False
 
 
-def _library_names(tree: ast.Module) -> set[str]:
-    """Names the module binds by absolute imports from transformers."""
-    names = set()
+def _library_names(tree: ast.Module) -> dict[str, str]:
+    """Local name -> the dotted library path it stands for, for the module's absolute imports from transformers (as
+    :func:`cachemigrate.facts.library_imports.library_names` reads them on the CST)."""
+    names = {}
     for node in tree.body:
         if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] == "transformers":
-            names.update(alias.asname or alias.name for alias in node.names)
+            names.update((alias.asname or alias.name, f"{node.module}.{alias.name}") for alias in node.names)
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name.split(".")[0] == "transformers":
-                    names.add(alias.asname or "transformers")
+                    names[alias.asname or "transformers"] = alias.name if alias.asname else "transformers"
     return names
+
+
+def _library_class(node: ast.expr, library: dict[str, str]) -> str:
+    """The library's name of the class ``node`` stands for (``A`` of ``import GPT2Attention as A`` is
+    ``GPT2Attention``), or "" where its first name is not imported from transformers."""
+    root = _root(node)
+    if root not in library:
+        return ""
+    return library[root].rsplit(".", 1)[-1] if isinstance(node, ast.Name) else _last(node)
 
 
 def _root(node: ast.expr) -> str:
