@@ -15,18 +15,9 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..traverse import findall
+from ..views.names import dotted
 
 LIBRARY = "transformers"
-
-
-def dotted(node: cst.BaseExpression) -> str | None:
-    """``a.b.c`` of a Name/Attribute chain, else None."""
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
-        inner = dotted(node.value)
-        return f"{inner}.{node.attr.value}" if inner else None
-    return None
 
 
 def library_names(module: cst.Module) -> dict[str, str]:

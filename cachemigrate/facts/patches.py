@@ -27,7 +27,8 @@ import libcst.matchers as m
 from .. import diagnostics as codes
 from ..diagnostics import Diagnostic
 from ..traverse import findall
-from .library_imports import LIBRARY, dotted as _dotted, library_names, resolve as _resolve
+from ..views.names import dotted as _dotted
+from .library_imports import LIBRARY, library_names, resolve as _resolve
 from .model import ClassInfo, FunctionInfo, ModuleInfo
 
 # the library's names of its structural roles (the end of a class name): only attentions are patch targets so far

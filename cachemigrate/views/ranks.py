@@ -17,6 +17,8 @@ from typing import Callable, Mapping
 import libcst as cst
 import libcst.matchers as m
 
+from .names import dotted as _dotted
+
 KEEPS_RANK = frozenset(
     {
         "transpose",
@@ -105,15 +107,6 @@ def _einsum_rank(node: cst.BaseExpression) -> int | None:
     if spec is None or spec.count("->") != 1 or "..." in spec:
         return None
     return len(spec.split("->")[1].replace(" ", ""))
-
-
-def _dotted(node: cst.BaseExpression) -> str | None:
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
-        base = _dotted(node.value)
-        return f"{base}.{node.attr.value}" if base else None
-    return None
 
 
 class RankScope:
