@@ -21,6 +21,7 @@ from .progress import Reporter
 from ..edit.render import unified_diff
 from ..proof.companions import companion_notes
 from ..results import Options
+from ..rules.checked import CheckedRules
 from ..rules.eras import cache_names, config_defaults, removed_imports
 from ..source.units import package_units
 from .package import migrate_unit, write_unit
@@ -46,6 +47,7 @@ class Batch:
     verbose: bool = False
     color: bool = False
     cache_dir: Path | None = None  # None: no cache
+    checked_dir: Path | None = None  # where the record of the rule sets that loaded is kept (--no-cache or not)
 
     @property
     def writes(self) -> bool:
@@ -53,6 +55,9 @@ class Batch:
 
     def open_cache(self) -> ResultCache | None:
         return ResultCache.open(self.cache_dir, self.era, self.rule_dirs, self.options)
+
+    def checked_rules(self) -> CheckedRules:
+        return CheckedRules(self.checked_dir)
 
 
 def with_config_notes(result: Result, era: str) -> Result:
@@ -192,7 +197,8 @@ def migrate_files(files: list[Path], batch: Batch) -> int:
                     state.handle_unit(migrate_unit(unit, named, ruleset, batch.options))
             files = alone
             results = run(
-                files, batch.era, batch.rule_dirs, batch.options, batch.jobs, state.handle, batch.open_cache()
+                files, batch.era, batch.rule_dirs, batch.options, batch.jobs, state.handle, batch.open_cache(),
+                batch.checked_rules(),
             )
             with contextlib.closing(results):
                 for _ in results:
