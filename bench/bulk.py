@@ -250,8 +250,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-trees", action="store_true", help="skip (a), (b) and (c)")
     parser.add_argument("--engine-only", action="store_true", help="only (e), (f) and (g): the engine on two files")
     parser.add_argument("--repeats", type=int, default=3, help="runs of each single-file measurement (best kept)")
-    parser.add_argument("--python", default=sys.executable, help="the interpreter of the fresh processes: one with "
-                        "cachemigrate installed (default: this one, running this checkout)")
+    where = "the interpreter of the fresh processes: one with cachemigrate installed (default: this checkout's)"
+    parser.add_argument("--python", default=sys.executable, help=where)
     args = parser.parse_args(argv)
     PYTHON[0] = args.python
     models = args.models or installed_models()

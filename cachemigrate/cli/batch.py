@@ -196,10 +196,8 @@ def migrate_files(files: list[Path], batch: Batch) -> int:
                 for unit in units:
                     state.handle_unit(migrate_unit(unit, named, ruleset, batch.options))
             files = alone
-            results = run(
-                files, batch.era, batch.rule_dirs, batch.options, batch.jobs, state.handle, batch.open_cache(),
-                batch.checked_rules(),
-            )
+            cache, checked = batch.open_cache(), batch.checked_rules()
+            results = run(files, batch.era, batch.rule_dirs, batch.options, batch.jobs, state.handle, cache, checked)
             with contextlib.closing(results):
                 for _ in results:
                     pass
