@@ -72,11 +72,13 @@ def installed_models() -> Path:
 def child(args: list[str], cache: Path) -> tuple[float, float, int]:
     """Run ``cachemigrate`` in a fresh process: (wall seconds, CPU seconds of it and its children, exit code)."""
     env = {**os.environ, "CACHEMIGRATE_CACHE_DIR": str(cache), "PYTHONPATH": str(REPO)}
-    if PYTHON[0] != sys.executable:  # an installed cachemigrate: not this checkout
+    cwd = None
+    if PYTHON[0] != sys.executable:  # an installed cachemigrate: not this checkout (nor one in the working folder)
         del env["PYTHONPATH"]
+        cwd = tempfile.gettempdir()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    done = subprocess.run([PYTHON[0], "-m", "cachemigrate.cli.main", *args], env=env, capture_output=True)
+    done = subprocess.run([PYTHON[0], "-m", "cachemigrate.cli.main", *args], env=env, capture_output=True, cwd=cwd)
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
