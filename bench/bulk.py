@@ -294,7 +294,11 @@ def main(argv: list[str] | None = None) -> int:
     over = f"{ratio / GOALS['e']:.1f}x over"
     rows.append(("(e) gpt2: migrate_source vs its own round trip", f"{migration:.2f} vs {trip:.2f} CPU-s",
                  f"{ratio:.1f}x: goal <= {GOALS['e']}x, {verdict(ratio <= GOALS['e'], over)}"))  # fmt: skip
-    where = "this checkout" if PYTHON[0] == sys.executable else f"the cachemigrate installed for {PYTHON[0]}"
+    where = "this checkout"
+    if PYTHON[0] != sys.executable:
+        code = "import cachemigrate; print(cachemigrate.__file__)"
+        found = subprocess.run([PYTHON[0], "-c", code], capture_output=True, text=True, cwd=tempfile.gettempdir())
+        where = f"the cachemigrate of {PYTHON[0]} ({found.stdout.strip() or found.stderr.strip()})"
     print(f"{models} ({len(files)} files), {where}, load average {load:.1f} on {os.cpu_count()} CPUs\n")
     print("| measurement | time | ratio, goal |")
     print("|---|---|---|")
