@@ -35,6 +35,8 @@ EXIT_OK, EXIT_CHANGES, EXIT_INTERNAL = 0, 1, 123
 
 @dataclasses.dataclass
 class Batch:
+    """What one ``migrate`` run was asked: the era, tier, rules, engine options, jobs, output and cache folders."""
+
     era: str
     tier: str
     rule_dirs: tuple[Path, ...]

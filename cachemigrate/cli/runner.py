@@ -194,6 +194,8 @@ def _migrate(path: str, data: bytes, options: Options) -> Result:
 
 @dataclasses.dataclass
 class Failure:
+    """A file the run could not answer: an exception in the engine (an internal error, exit 123)."""
+
     path: str
     error: str
 
@@ -326,7 +328,8 @@ class _Engine:
 
 
 def migrate_one(path: str, data: bytes, era: str, rule_dirs: tuple[Path, ...], options: Options,
-                cache: ResultCache | None = None, checked: CheckedRules | None = None) -> Result | Failure:  # fmt: skip
+                cache: ResultCache | None = None,
+                checked: CheckedRules | None = None) -> Result | Failure:  # fmt: skip
     """One file's bytes (standard input): triaged, else migrated by the engine (in a worker, as for a run)."""
     triage = Triage(era, cache)
     engine = _Engine(era, tuple(rule_dirs), options, 1, 1, triage)
