@@ -4,6 +4,7 @@
     python bench/bulk.py --models DIR         # another models/ folder
     python bench/bulk.py --skip-trees         # only (d) to (g): a minute instead of many
     python bench/bulk.py --engine-only        # only (e) to (g)
+    python bench/bulk.py --skip-trees --python VENV/bin/python   # (d) and (f) run by an installed cachemigrate
 
 What it measures, on every PyTorch ``modeling_*.py`` that ``cachemigrate migrate DIR`` takes (the same walk):
 
@@ -12,13 +13,17 @@ What it measures, on every PyTorch ``modeling_*.py`` that ``cachemigrate migrate
     process and its workers, and wall seconds);
 (c) the same run again, warm (the cache of (b));
 (d) one clean file and one legacy file as the pre-commit check hook runs them (``migrate --check --diff
-    --force-exclude FILE``, a fresh process): with an empty cache (the first run ever: the rules are loaded and
-    checked once), with the rules already checked but the file new (a commit that touched it), and warm;
+    --force-exclude FILE``, a fresh process): with an empty cache (the first run ever: a checkout checks its
+    rules then, an installed wheel never, its build did), with the rules already checked but the file new (a commit
+    that touched it), and warm;
 (e) migrating gpt2 in this process against its own round trip (CPU seconds);
 (f) gpt2 and bart migrated in a fresh process (``migrate --diff --no-cache FILE``) against their own round trip in
     a fresh process (issue 19: <= 4x);
 (g) the traversals of one migration of each in process: libcst ``CSTNode.visit`` calls plus the nodes the
     read-only walks of :mod:`cachemigrate.traverse` expand, against the file's node count (issue 19: <= 3).
+
+With ``--python``, the fresh processes of (b), (c), (d) and (f) and the round trips of (f) run under that
+interpreter (a virtualenv where a wheel of cachemigrate is installed, as users run it), not this checkout.
 
 Prints a markdown table with the goals of issue 11 and whether each is met. Every command runs as a child
 process with ``CACHEMIGRATE_CACHE_DIR`` in a temporary folder: nothing outside it is written. CPU seconds are
@@ -38,6 +43,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+PYTHON = [sys.executable]  # the interpreter of the fresh processes (--python)
 sys.path.insert(0, str(REPO))  # run from a checkout without installing
 
 try:
@@ -66,9 +72,13 @@ def installed_models() -> Path:
 def child(args: list[str], cache: Path) -> tuple[float, float, int]:
     """Run ``cachemigrate`` in a fresh process: (wall seconds, CPU seconds of it and its children, exit code)."""
     env = {**os.environ, "CACHEMIGRATE_CACHE_DIR": str(cache), "PYTHONPATH": str(REPO)}
+    cwd = None
+    if PYTHON[0] != sys.executable:  # an installed cachemigrate: not this checkout (nor one in the working folder)
+        del env["PYTHONPATH"]
+        cwd = tempfile.gettempdir()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "cachemigrate.cli.main", *args], env=env, capture_output=True)
+    done = subprocess.run([PYTHON[0], "-m", "cachemigrate.cli.main", *args], env=env, capture_output=True, cwd=cwd)
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -116,7 +126,7 @@ def fresh_round_trip(path: Path) -> float:
     """CPU seconds of a fresh process that parses and prints ``path`` with libcst (imports included)."""
     code = f"import libcst; libcst.parse_module(open({str(path)!r}, encoding='utf-8').read()).code"
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run([sys.executable, "-c", code], check=True)
+    subprocess.run([PYTHON[0], "-c", code], check=True)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
@@ -215,7 +225,7 @@ def _hook_rows(models: Path, scratch: Path, repeats: int, hook: list, clean: Pat
     hot = [child([*hook, str(clean)], warmed) for _ in range(repeats)]
     cold_legacy = [child([*hook, str(legacy)], scratch / f"legacy{n}") for n in range(max(1, repeats - 1))]
     for label, runs in [
-        ("(d) clean file (vit), empty cache: the rules are loaded once", first),
+        ("(d) clean file (vit), empty cache (a first run ever)", first),
         ("(d) clean file (vit), rules already checked, file new", new),
         ("(d) clean file (vit), warm", hot),
         ("(d) legacy file (gpt2), empty cache", cold_legacy),
@@ -242,7 +252,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-trees", action="store_true", help="skip (a), (b) and (c)")
     parser.add_argument("--engine-only", action="store_true", help="only (e), (f) and (g): the engine on two files")
     parser.add_argument("--repeats", type=int, default=3, help="runs of each single-file measurement (best kept)")
+    where = "the interpreter of the fresh processes: one with cachemigrate installed (default: this checkout's)"
+    parser.add_argument("--python", default=sys.executable, help=where)
     args = parser.parse_args(argv)
+    PYTHON[0] = args.python
     models = args.models or installed_models()
     files = collect([models], Selection(), models)
     clean, legacy = models / "vit" / "modeling_vit.py", models / "gpt2" / "modeling_gpt2.py"
@@ -281,7 +294,12 @@ def main(argv: list[str] | None = None) -> int:
     over = f"{ratio / GOALS['e']:.1f}x over"
     rows.append(("(e) gpt2: migrate_source vs its own round trip", f"{migration:.2f} vs {trip:.2f} CPU-s",
                  f"{ratio:.1f}x: goal <= {GOALS['e']}x, {verdict(ratio <= GOALS['e'], over)}"))  # fmt: skip
-    print(f"{models} ({len(files)} files), load average {load:.1f} on {os.cpu_count()} CPUs\n")
+    where = "this checkout"
+    if PYTHON[0] != sys.executable:
+        code = "import cachemigrate; print(cachemigrate.__file__)"
+        found = subprocess.run([PYTHON[0], "-c", code], capture_output=True, text=True, cwd=tempfile.gettempdir())
+        where = f"the cachemigrate of {PYTHON[0]} ({found.stdout.strip() or found.stderr.strip()})"
+    print(f"{models} ({len(files)} files), {where}, load average {load:.1f} on {os.cpu_count()} CPUs\n")
     print("| measurement | time | ratio, goal |")
     print("|---|---|---|")
     for row in rows:

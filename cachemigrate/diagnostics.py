@@ -7,6 +7,8 @@ import dataclasses
 
 @dataclasses.dataclass(frozen=True, order=True)
 class Diagnostic:
+    """A message about a file, located at ``path:line:column``, with its code (``CM900``...)."""
+
     path: str
     line: int
     column: int

@@ -13,6 +13,8 @@ from .diagnostics import Diagnostic
 
 @dataclasses.dataclass
 class Options:
+    """The engine's options: the tier, the width of inserted code, where new parameters go, and so on."""
+
     tier: str = "dynamic"
     line_length: int | None = None  # None: the file's own width (:mod:`cachemigrate.edit.width`)
     signature: str = "end"  # "end": new parameters go last; "upstream": where the upstream ports put them
@@ -24,6 +26,8 @@ class Options:
 
 @dataclasses.dataclass
 class FileResult:
+    """One file's answer: its text before and after, the status, the diagnostics and the matches per rule."""
+
     path: str
     original: str
     migrated: str

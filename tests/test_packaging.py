@@ -118,3 +118,24 @@ def test_a_wheel_install_verifies_and_probes(venv, tmp_path):
     probed = _run(venv / "bin" / "cachemigrate", "probe", original, migrated, "--original-python", sys.executable,
                   "--migrated-python", sys.executable, cwd=tmp_path)  # fmt: skip
     assert re.search(r"probe: [1-9]\d* passed, \d+ skipped, 0 diverged", probed.stdout), probed.stdout
+
+
+def test_the_wheel_ships_its_built_in_rules_checked(wheel, venv, tmp_path):
+    """The build checked every built-in era and ships the record: the first run after the install, with an empty
+    cache and with --no-cache alike, answers a clean file without loading the rules (libcst is never imported),
+    and records nothing of its own."""
+    import zipfile
+
+    assert "cachemigrate/rules/checked.json" in zipfile.ZipFile(wheel).namelist()
+    clean = tmp_path / "modeling_clean.py"
+    clean.write_text("import torch\n\n\ndef f(x):\n    return x\n")
+    code = (
+        "import sys\nfrom cachemigrate.cli.main import main\n"
+        "try:\n    main(['migrate', *sys.argv[1:]])\n"
+        "except SystemExit as exc:\n    print(exc.code, 'libcst' in sys.modules)"
+    )
+    for era in sorted(path.parent.name for path in (REPO / "rules").glob("*/era.toml")):
+        for cache in ([], ["--no-cache"]):
+            out = _run(venv / "bin" / "python", "-c", code, "--era", era, "--check", *cache, clean, cwd=tmp_path)
+            assert out.stdout.split()[-2:] == ["0", "False"], (era, cache, out.stderr)
+    assert not (Path(os.environ["CACHEMIGRATE_CACHE_DIR"]) / "checked-rules").exists()

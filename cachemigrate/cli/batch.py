@@ -21,6 +21,7 @@ from .progress import Reporter
 from ..edit.render import unified_diff
 from ..proof.companions import companion_notes
 from ..results import Options
+from ..rules.checked import CheckedRules
 from ..rules.eras import cache_names, config_defaults, removed_imports
 from ..source.units import package_units
 from .package import migrate_unit, write_unit
@@ -34,6 +35,8 @@ EXIT_OK, EXIT_CHANGES, EXIT_INTERNAL = 0, 1, 123
 
 @dataclasses.dataclass
 class Batch:
+    """What one ``migrate`` run was asked: the era, tier, rules, engine options, jobs, output and cache folders."""
+
     era: str
     tier: str
     rule_dirs: tuple[Path, ...]
@@ -46,6 +49,7 @@ class Batch:
     verbose: bool = False
     color: bool = False
     cache_dir: Path | None = None  # None: no cache
+    checked_dir: Path | None = None  # where the record of the rule sets that loaded is kept (--no-cache or not)
 
     @property
     def writes(self) -> bool:
@@ -53,6 +57,9 @@ class Batch:
 
     def open_cache(self) -> ResultCache | None:
         return ResultCache.open(self.cache_dir, self.era, self.rule_dirs, self.options)
+
+    def checked_rules(self) -> CheckedRules:
+        return CheckedRules(self.checked_dir)
 
 
 def with_config_notes(result: Result, era: str) -> Result:
@@ -191,9 +198,8 @@ def migrate_files(files: list[Path], batch: Batch) -> int:
                 for unit in units:
                     state.handle_unit(migrate_unit(unit, named, ruleset, batch.options))
             files = alone
-            results = run(
-                files, batch.era, batch.rule_dirs, batch.options, batch.jobs, state.handle, batch.open_cache()
-            )
+            cache, checked = batch.open_cache(), batch.checked_rules()
+            results = run(files, batch.era, batch.rule_dirs, batch.options, batch.jobs, state.handle, cache, checked)
             with contextlib.closing(results):
                 for _ in results:
                     pass

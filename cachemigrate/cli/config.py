@@ -41,6 +41,8 @@ class ConfigError(ValueError):
 
 @dataclasses.dataclass
 class Config:
+    """``[tool.cachemigrate]`` of the project's pyproject.toml, with the defaults for what it does not set."""
+
     era: str = "auto"
     tier: str = "dynamic"
     rules: tuple[Path, ...] = ()

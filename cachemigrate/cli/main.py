@@ -167,7 +167,7 @@ def migrate(
     )
     batch = Batch(
         era, tier, rule_dirs, options, jobs or config.jobs, show_diff, check, report, quiet, verbose,
-        color_default() if color is None else color, None if no_cache else default_dir(),
+        color_default() if color is None else color, None if no_cache else default_dir(), default_dir(),
     )  # fmt: skip
     try:
         if stdin:

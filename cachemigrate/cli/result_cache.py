@@ -7,9 +7,9 @@ bytes, written atomically, so that runs in parallel (pre-commit starts several) 
 the status, the matches per rule, the diagnostics (without the path, which is the caller's) and, for a file that
 would change, the migrated text.
 
-The context also remembers that its rule files were loaded and checked once, so that a later run needs neither
-to load them (nor to import libcst) until a file needs the engine. What is never stored: internal errors, and results that depend on more than the bytes (a read-only file, a failed
-write, an unreadable file). A damaged or foreign entry is a miss.
+That the rule files load is recorded beside the contexts, in ``checked-rules/`` (:mod:`cachemigrate.rules.checked`,
+whatever ``--no-cache`` says). What is never stored: internal errors, and results that depend on more than the
+bytes (a read-only file, a failed write, an unreadable file). A damaged or foreign entry is a miss.
 
 Where: ``$CACHEMIGRATE_CACHE_DIR``, else ``$XDG_CACHE_HOME/cachemigrate``, else ``~/.cache/cachemigrate``;
 ``--no-cache`` (or ``CACHEMIGRATE_CACHE_DIR=""``... any empty value) turns it off. Old contexts are pruned: the
@@ -19,7 +19,6 @@ eight most recently used are kept.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import json
 import os
@@ -29,15 +28,14 @@ from pathlib import Path
 
 from .. import __version__
 from ..diagnostics import Diagnostic
+from ..rules.checked import FOLDER as CHECKED_RULES, code_fingerprint
 from ..rules.eras import fingerprint
 from ..results import FileResult, Options
 
 FORMAT = 1  # the entry layout; part of the context
 KEEP_CONTEXTS = 8
-RULES_OK = "rules-loaded"  # a marker: this context's rule files were loaded and checked once
 CACHED_STATUSES = frozenset({"clean", "skipped", "migrated", "failed"})
 NOT_FROM_BYTES = frozenset({"CM905", "CM906", "CM909"})  # read-only, failed write, edited meanwhile: not the bytes
-_PACKAGE = Path(__file__).resolve().parents[1]  # the whole package: any engine change
 
 
 def default_dir() -> Path | None:
@@ -47,16 +45,6 @@ def default_dir() -> Path | None:
         return Path(chosen) if chosen else None
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "cachemigrate"
-
-
-@functools.lru_cache(maxsize=None)
-def code_fingerprint(package: Path = _PACKAGE) -> str:
-    """A digest of the tool's own Python code: a changed engine never answers from an old entry."""
-    digest = hashlib.sha256(__version__.encode())
-    for path in sorted(package.rglob("*.py")):
-        digest.update(path.relative_to(package).as_posix().encode() + b"\0")
-        digest.update(path.read_bytes())
-    return digest.hexdigest()
 
 
 def context_key(era: str, rule_dirs: tuple[Path, ...], options: Options) -> str:
@@ -87,18 +75,6 @@ class ResultCache:
         if root is None:
             return None
         return cls(root, context_key(era, rule_dirs, options))
-
-    def rules_checked(self) -> bool:
-        """The rule files of this context loaded without an error once (their bytes are part of the context)."""
-        return (self.folder / RULES_OK).is_file()
-
-    def mark_rules_checked(self) -> None:
-        try:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            self._prune()
-            (self.folder / RULES_OK).touch()
-        except OSError:
-            pass
 
     def _entry(self, key: str) -> Path:
         return self.folder / f"{key}.json"
@@ -152,9 +128,8 @@ class ResultCache:
         self._pruned = True
         try:
             os.utime(self.folder)
-            contexts = sorted(
-                (p for p in self.folder.parent.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime, reverse=True
-            )
+            folders = (p for p in self.folder.parent.iterdir() if p.is_dir() and p.name != CHECKED_RULES)
+            contexts = sorted(folders, key=lambda p: p.stat().st_mtime, reverse=True)
         except OSError:
             return
         for old in contexts[KEEP_CONTEXTS:]:

@@ -5,8 +5,9 @@ in the result cache (:mod:`cachemigrate.cli.result_cache`), decoded, checked for
 (:mod:`cachemigrate.source.suppression`) and put to the prefilter (:mod:`cachemigrate.source.prefilter`). Only a file none of
 these can answer goes to the engine, inline (``jobs`` 1) or in a pool of worker processes, started on the first
 such file. The rule set is loaded first of all (a bad rule file is a :class:`~cachemigrate.rules.schema.RuleError`
-before any file is answered), unless the cache knows that these very rule files load: then only when a file needs
-the engine. So a run where every file is clean or cached does not import libcst.
+before any file is answered), unless a record says that these very rule files load (:mod:`cachemigrate.rules.checked`:
+the package's own, written when it was built, or the user's): then only when a file needs the engine. So a run
+where every file is clean or cached does not import libcst.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 from .. import diagnostics as codes
 from .result_cache import ResultCache, digest
 from ..diagnostics import Diagnostic
+from ..rules.checked import CheckedRules
 from ..rules.eras import cache_names
 from ..source.prefilter import nothing_to_migrate
 from ..results import FileResult, Options
@@ -192,6 +194,8 @@ def _migrate(path: str, data: bytes, options: Options) -> Result:
 
 @dataclasses.dataclass
 class Failure:
+    """A file the run could not answer: an exception in the engine (an internal error, exit 123)."""
+
     path: str
     error: str
 
@@ -219,15 +223,17 @@ def run(
     jobs: int = 1,
     on_result: Callable[[Result | Failure], None] = lambda r: None,
     cache: ResultCache | None = None,
+    checked: CheckedRules | None = None,
 ) -> Iterator[Result | Failure]:
     """Migrate every path, the engine in ``jobs`` processes; yields results in completion order. An exception in
     one file is a :class:`Failure` for that file, not the end of the run. An exception in the caller (Ctrl-C,
     SIGTERM, an error in ``on_result``) or closing the generator stops the workers at once. A bad rule file
-    raises :class:`~cachemigrate.rules.schema.RuleError` before the engine runs on any file."""
+    raises :class:`~cachemigrate.rules.schema.RuleError` before the engine runs on any file. ``checked``: the records
+    of the rule sets known to load (None: the rules are loaded before any file is answered)."""
     paths = [str(p) for p in paths]
     triage = Triage(era, cache)
     engine = _Engine(era, tuple(rule_dirs), options, jobs, len(paths), triage)
-    engine.check_rules()
+    engine.check_rules(checked)
     try:
         for path in paths:
             data = read(path)
@@ -261,15 +267,14 @@ class _Engine:
         self.pending: "dict[Future, tuple[str, bytes]]" = {}
         self.loaded = False
 
-    def check_rules(self) -> None:
-        """Load the rule set now (a bad rule file raises RuleError before any file is answered), unless the cache
-        knows these rule files load: then only when the first file needs the engine."""
-        cache = self.triage.cache
-        if cache is not None and cache.rules_checked():
+    def check_rules(self, checked: CheckedRules | None) -> None:
+        """Load the rule set now (a bad rule file raises RuleError before any file is answered), unless a record
+        says these rule files load: then only when the first file needs the engine."""
+        if checked is not None and checked.known(self.era, self.rule_dirs):
             return
         self._load()
-        if cache is not None:
-            cache.mark_rules_checked()
+        if checked is not None:
+            checked.remember(self.era, self.rule_dirs)
 
     def _load(self) -> None:
         if not self.loaded:
@@ -323,11 +328,12 @@ class _Engine:
 
 
 def migrate_one(path: str, data: bytes, era: str, rule_dirs: tuple[Path, ...], options: Options,
-                cache: ResultCache | None = None) -> Result | Failure:  # fmt: skip
+                cache: ResultCache | None = None,
+                checked: CheckedRules | None = None) -> Result | Failure:  # fmt: skip
     """One file's bytes (standard input): triaged, else migrated by the engine (in a worker, as for a run)."""
     triage = Triage(era, cache)
     engine = _Engine(era, tuple(rule_dirs), options, 1, 1, triage)
-    engine.check_rules()
+    engine.check_rules(checked)
     result = triage.answer(path, data)
     if result is not None:
         return result

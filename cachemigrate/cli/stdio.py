@@ -27,7 +27,9 @@ def migrate_stdin(data: bytes, name: str | None, batch: Batch, excluded: bool) -
             stdout.write(data)
             stdout.flush()
         return EXIT_OK
-    result = migrate_one(path, data, batch.era, batch.rule_dirs, batch.options, batch.open_cache())
+    result = migrate_one(
+        path, data, batch.era, batch.rule_dirs, batch.options, batch.open_cache(), batch.checked_rules()
+    )
     show = Reporter(1, batch.verbose, batch.quiet, batch.color)
     if isinstance(result, Failure):
         show.err(f"error: {path}: internal error: {result.error}")

@@ -168,17 +168,21 @@ def era_for_installed(root: Path = BUILTIN_RULES) -> tuple[str, str | None]:
 
 
 def rule_files(era: str, extra_dirs: tuple[Path, ...] = (), root: Path = BUILTIN_RULES) -> list[Path]:
-    """Every TOML file the rule set of ``era`` is loaded from (as :func:`cachemigrate.rules.loader.load_ruleset` finds
-    them), in load order: the directories of the eras it extends and its own, the vendored helpers, then each extra
-    directory (or its ``<era>/`` folder)."""
-    files = [path for name in reversed(lineage(era, root)) for path in sorted((root / name).glob("*.toml"))]
+    """Every file the rule set of ``era`` is loaded from (as :func:`cachemigrate.rules.loader.load_ruleset` finds
+    them): the directories of the eras it extends and its own, the vendored helpers, then for each extra directory
+    its folder of each of those eras (or, for the era asked for, the directory itself when it has no such folder)
+    with the ``vendor/`` helpers beside it (:func:`cachemigrate.rules.vendor.vendor_file`)."""
+    chain = list(reversed(lineage(era, root)))
+    files = [path for name in chain for path in sorted((root / name).glob("*.toml"))]
     files += sorted((root / "vendor").glob("*.py"))  # helpers the rules copy into migrated files
-    for directory in extra_dirs:
-        directory = Path(directory)
-        if (directory / era).is_dir():
-            directory = directory / era
-        files.extend(sorted(directory.glob("*.toml")))
-    return files
+    for directory in map(Path, extra_dirs):
+        folders = [directory / name for name in chain if (directory / name).is_dir()]
+        if not (directory / era).is_dir():
+            folders.append(directory)
+        for folder in folders:
+            files.extend(sorted(folder.glob("*.toml")))
+            files.extend(sorted((folder.resolve().parent / "vendor").glob("*.py")))
+    return list(dict.fromkeys(files))
 
 
 def fingerprint(era: str, extra_dirs: tuple[Path, ...] = (), root: Path = BUILTIN_RULES) -> str:

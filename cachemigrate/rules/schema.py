@@ -78,6 +78,8 @@ class Removed:
 
 @dataclasses.dataclass(frozen=True)
 class Era:
+    """An era's ``era.toml``: its runtime range, cache names and module, facts, and what its runtime removed."""
+
     name: str
     runtime: str
     cache_names: tuple[str, ...]
@@ -91,6 +93,8 @@ class Era:
 
 @dataclasses.dataclass(frozen=True)
 class Rule:
+    """A rule file: the action it names, where it applies (role, functions, tier, ``when``) and the parameters."""
+
     id: str
     name: str
     description: str
@@ -125,6 +129,8 @@ class Withdrawn:
 
 @dataclasses.dataclass(frozen=True)
 class RuleSet:
+    """The rules of one era (its own and those it inherits), in the order they are planned."""
+
     era: Era
     rules: tuple[Rule, ...]
     withdrawn: tuple[Withdrawn, ...] = ()  # for the diagnostics: what an ancestor era would have rewritten

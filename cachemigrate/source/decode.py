@@ -46,6 +46,8 @@ class Codec:
 
 @dataclasses.dataclass(frozen=True)
 class Source:
+    """A file's bytes decoded as Python would read them, with what it takes to encode the text back."""
+
     path: str
     text: str
     codec: Codec

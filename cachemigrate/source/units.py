@@ -26,6 +26,8 @@ from .walk import DEFAULT_EXCLUDE
 
 @dataclasses.dataclass
 class _Module:
+    """What a sibling module of a package defines, imports and builds, for grouping modules into units."""
+
     caching: set[str]  # the classes whose methods take a cache
     imported: dict[str, tuple[str, str]]  # local name -> (sibling stem, class name); `stem.Class` for `import stem`
     built: set[str]  # the names called: `SelfAttention(...)`, `blocks.DecoderBlock(...)`

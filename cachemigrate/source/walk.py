@@ -36,6 +36,8 @@ ROOT_MARKERS = (".git", ".hg", "pyproject.toml")
 
 @dataclasses.dataclass(frozen=True)
 class Selection:
+    """Which files a walk takes: the include and exclude patterns, and how named files are excluded."""
+
     include: tuple[str, ...] = DEFAULT_INCLUDE
     exclude: tuple[str, ...] = DEFAULT_EXCLUDE  # replaces the default; extend_exclude adds to it
     extend_exclude: tuple[str, ...] = ()
