@@ -308,23 +308,58 @@ def test_the_migrated_assertion_model_gives_the_original_tensors_bit_for_bit(tmp
 # -- a head that cuts its inputs in `forward` when handed a past (4.6's T5 and BART heads) ------------------------
 
 
-def test_a_forward_that_cuts_its_inputs_when_handed_a_past_is_refused_there():
-    """``generate()`` hands a migrated model an empty Cache on the first step: a forward that cuts the prompt to its
-    last token when a past is present would cut it on the first step too (the probe saw T5 of 4.6.1 do it)."""
+def _with_cut(cut: str) -> tuple[str, int]:
+    """The assertlen fixture whose head cuts its inputs in ``forward`` when handed a past, and the test's line."""
     anchor = "        return_dict = return_dict if return_dict is not None else self.config.use_return_dict\n"
-    cut = "        if past_key_values is not None:\n            input_ids = input_ids[:, -1:]\n"
     code = ASSERTLEN_FILE.read_text()
     assert code.count(anchor) == 2
     at = code.rindex(anchor) + len(anchor)
-    code = code[:at] + cut + code[at:]
+    return code[:at] + cut + code[at:], code[:at].count("\n") + 1
+
+
+def test_a_forward_cut_that_no_rule_rewrites_is_refused_there():
+    """``generate()`` hands a migrated model an empty Cache on the first step: a forward that cuts the prompt to its
+    last token when a past is present would cut it on the first step too (the probe saw T5 of 4.6.1 do it). CM111
+    rewrites the test of a ``x[:, -1:]`` cut; a cut it does not know keeps the file refused at that test."""
+    code, line = _with_cut("        if past_key_values is not None:\n            input_ids = input_ids[..., -1:]\n")
     result = migrate(code, "4.52", ASSERTLEN_FILE)
     assert result.status == "failed" and result.migrated == code
     [refusal] = result.diagnostics
-    assert (refusal.code, refusal.line) == ("CM900", code[:at].count("\n") + 1)
+    assert (refusal.code, refusal.line) == ("CM900", line)
     assert refusal.message.startswith(
         "AssertLenForCausalLM.forward tells the first generation step by the absence of a past "
         "(`if past_key_values is not None:`)"
     )
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_a_forward_that_cuts_its_inputs_when_handed_a_past_asks_the_cache_for_a_token(tmp_path, era):
+    """CM111: the migrated head keeps the prompt whole on a first step handed an empty Cache, and cuts it to the
+    last token once the cache holds one, as the original with None and then with its tuple."""
+    torch = pytest.importorskip("torch")
+    from transformers.cache_utils import DynamicCache
+
+    code, _ = _with_cut("        if past_key_values is not None:\n            input_ids = input_ids[:, -1:]\n")
+    result = migrate(code, era, ASSERTLEN_FILE)
+    assert result.status == "migrated", [str(d) for d in result.diagnostics]
+    assert "CM111" in result.applied
+    if era != "4.52":  # the runtime here is 4.51.3: the bit-for-bit run below is the 4.52 one
+        return
+    source = tmp_path / "source" / ASSERTLEN.name
+    shutil.copytree(ASSERTLEN, source)
+    (source / ASSERTLEN_FILE.name).write_text(code)
+    original, new = _pair(
+        tmp_path, source, source / ASSERTLEN_FILE.name, code, era, "AssertLenForCausalLM", "AssertLenConfig"
+    )
+    ids = torch.randint(2, 47, (2, 6), generator=torch.Generator().manual_seed(5))
+    cache = DynamicCache()
+    with torch.no_grad():
+        first = original(ids[:, :5], past_key_values=None, use_cache=True)
+        given = new(ids[:, :5], past_key_values=cache, use_cache=True)
+        assert given.logits.shape[1] == 5 and torch.equal(first.logits, given.logits)
+        later = original(ids, past_key_values=first.past_key_values, use_cache=True)
+        again = new(ids, past_key_values=cache, use_cache=True)
+        assert again.logits.shape[1] == 1 and torch.equal(later.logits, again.logits)
 
 
 # -- a model file that builds another model's encoder (4.6's BertGeneration) --------------------------------------

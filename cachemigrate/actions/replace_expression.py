@@ -74,6 +74,13 @@ class ReplaceExpression(Action):
             "(e.g. a past length read before the cache is updated)",
         ),
         "inside_if": INSIDE_IF,
+        "test_of_if_doing": (
+            str,
+            False,
+            "an expression template: rewrite a match only in the test of an `if` (or `elif`) whose body holds code "
+            "matching it (a presence test in a `forward` whose branch cuts the inputs to their last position: "
+            "`{x}[:, -1:]`)",
+        ),
         "only_handed_on": (
             bool,
             False,
@@ -91,6 +98,11 @@ class ReplaceExpression(Action):
             except TemplateError as exc:
                 raise check.fail("params.only_before", f"a valid statement template ({exc})") from None
         check_inside_if(check, rule)
+        if "test_of_if_doing" in rule.params:
+            try:
+                compile_expression(rule.params["test_of_if_doing"])
+            except TemplateError as exc:
+                raise check.fail("params.test_of_if_doing", f"a valid expression template ({exc})") from None
 
     def __init__(self, rule, ctx) -> None:
         super().__init__(rule, ctx)
@@ -98,6 +110,8 @@ class ReplaceExpression(Action):
         self.types = {type(p.matchers[0]).__name__ for p in self.patterns}
         self.barrier = compile_statements(rule.params["only_before"]) if "only_before" in rule.params else None
         self.scope = IfScope(rule.params.get("inside_if"))
+        doing = rule.params.get("test_of_if_doing")
+        self.doing = compile_expression(doing) if doing else None
         # a replacement that keeps the matched code (`{matched} and ...`) holds the pattern again: an expression
         # that already reads as the replacement around a match is the rule's own output, not rewritten again
         replacement = rule.params["replacement"]
@@ -171,6 +185,8 @@ class _Planner(Planner):
             return True
         if action.rule.params.get("only_handed_on") and not _handed_on(node, self.stack):
             return True
+        if action.doing is not None and not self._in_test_of_if_doing(bound):
+            return True
         for pattern in action.patterns:
             captures = match_expression(pattern, view, bound)
             if captures is None:
@@ -197,6 +213,17 @@ class _Planner(Planner):
             self.replace(node, build, captured_nodes(captures), reformat=True)
             return False
         return True
+
+    def _in_test_of_if_doing(self, bound) -> bool:
+        """The current node is in the test of an ``if`` whose body holds a match of ``test_of_if_doing``."""
+        action: ReplaceExpression = self.action
+        for index, node in enumerate(self.stack[:-1]):
+            if isinstance(node, cst.If) and self.stack[index + 1] is node.test:
+                return any(
+                    match_expression(action.doing, self.view(inner), bound) is not None
+                    for inner in findall(node.body, getattr(m, type(action.doing.matchers[0]).__name__)())
+                )
+        return False
 
     def _assertion(self, node: cst.Assert) -> bool:
         """``assert <test>, <message>``, the older spelling of ``if not <test>: raise ...``: a pattern written for

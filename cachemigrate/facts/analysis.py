@@ -318,7 +318,9 @@ def analyze(module: cst.Module, cache_names: Sequence[str], only: set[str] | Non
     if over:  # a head over a library model is a head, and a `library_head` (rules of its own)
         roles["head"] += [head.name for head in over if head.name not in roles["head"]]
         roles["library_head"] = [head.name for head in over]
-    return ModuleInfo(structure.classes, structure.functions, roles, module_globals(module), unproven, over)
+    return ModuleInfo(
+        structure.classes, structure.functions, roles, module_globals(module), unproven, over, tuple(cache_names)
+    )
 
 
 def module_globals(module: cst.Module) -> set[str]:

@@ -90,6 +90,8 @@ class ModuleInfo:
     unproven: list = dataclasses.field(default_factory=list)
     # heads over a model of the installed transformers (facts/heads.py), where the file has no model of its own
     library_heads: list = dataclasses.field(default_factory=list)
+    # the era's cache parameter names (`cache_names` of its era.toml) the file was analysed with
+    era_cache_names: tuple = ()
 
     def role_of(self, class_name: str | None) -> str | None:
         for role, names in self.roles.items():

@@ -242,7 +242,9 @@ def member_info(info: ModuleInfo, member: Member) -> ModuleInfo:
     functions (what is audited and located in its file)."""
     own = {stmt.name.value for stmt in member.module.body if isinstance(stmt, (cst.ClassDef, cst.FunctionDef))}
     functions = {q: f for q, f in info.functions.items() if (f.cls or f.qualname) in own}
-    return ModuleInfo(info.classes, functions, info.roles, module_globals(member.module), [])
+    return ModuleInfo(
+        info.classes, functions, info.roles, module_globals(member.module), [], era_cache_names=info.era_cache_names
+    )
 
 
 def handed_outside(info: ModuleInfo, members: list[Member]) -> tuple[Member, str, str, cst.CSTNode] | None:

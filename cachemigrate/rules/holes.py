@@ -11,7 +11,7 @@ import libcst.matchers as m
 from ..facts.analysis import ModuleInfo
 from ..facts.heads import head_of
 from ..facts.layer_loops import layer_indices
-from ..views.patterns import compile_statements, match_statements
+from ..views.patterns import UNBOUND, compile_statements, match_statements
 from .schema import Era
 from ..traverse import findall
 
@@ -90,6 +90,13 @@ def _mentions(node: cst.CSTNode, name: str) -> bool:
     return bool(findall(node, m.Name(name) | m.Attribute(attr=m.Name(name))))
 
 
+# Holes bound from the function's own signature and head: its cache parameter, its `**kwargs`, the library model a
+# head hands the past. In a function that has no such thing (a `prepare_inputs_for_generation` that takes no cache),
+# the hole matches nothing: left free, `{cache} is None` would match any `x is None` there (4.30.2's
+# BertForMaskedLM: `self.config.pad_token_id is None`). (`{outputs}` and `{layers}` are free holes in some rules.)
+FUNCTION_HOLES = frozenset({"cache", "library_model", "var_kwargs"})
+
+
 def bound_holes(
     info: ModuleInfo, facts: Mapping[str, str], filters: Mapping[str, Callable] | None = None
 ) -> Callable[[str | None], dict[str, str]]:
@@ -126,6 +133,7 @@ def bound_holes(
             values["library_model"] = f"self.{head.attribute}"
             if head.outputs:
                 values["outputs"] = head.outputs
+        values[UNBOUND] = FUNCTION_HOLES - values.keys()
         names = indices.get(qualname, frozenset())
         values["?layer_index"] = lambda node: isinstance(node, cst.Name) and node.value in names
         return values

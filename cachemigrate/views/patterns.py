@@ -7,7 +7,8 @@ Whitespace, parentheses and commas are not part of the match, so ``(a, b)`` and
 ``( a,b )`` are the same idiom. A hole used twice must capture equal code.
 
 Holes named after a *fact* of the role being rewritten (``cache``, ``layers``, ...) are bound:
-they only match that exact name or expression.
+they only match that exact name or expression. A hole of the function's own facts that the function lacks
+(``bound[UNBOUND]``: ``{cache}`` in a function that takes no cache) matches nothing.
 
 In a template that is filled (a replacement, an inserted block), ``{name|filter}`` is the hole's value passed
 through a filter the engine provides with the bound values (``values["|filter"]``, a function from expression to
@@ -31,6 +32,7 @@ _HOLE = re.compile(r"\{(\w+)(?:\|(\w+))?\}")
 _PREFIX = "__cm_"
 _SUFFIX = "__"
 _FILTER = "__F_"  # {name|filter} -> __cm_name__F_filter__
+UNBOUND = "!unbound"  # in the bound values: the holes of facts the function lacks, which match nothing
 
 # Fields that carry layout only (whitespace, brackets, separators); ignored when matching.
 _LAYOUT_TYPES = (
@@ -230,7 +232,10 @@ def code_of(node: cst.CSTNode) -> str:
 def _merge(pattern: Pattern, raw: Mapping[str, object], bound: Mapping[str, str]) -> dict[str, cst.CSTNode] | None:
     """Turn ``name#i`` captures into ``name`` captures, checking repeats agree and bound holes match facts."""
     captures: dict[str, cst.CSTNode] = {}
+    unbound = bound.get(UNBOUND, ())
     for name, count in pattern.hole_uses.items():
+        if name in unbound:
+            return None
         first = raw[f"{name}#0"]
         for index in range(1, count):
             if not _same_code(first, raw[f"{name}#{index}"]):
