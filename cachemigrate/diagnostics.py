@@ -48,6 +48,9 @@ COMPANION_REMOVED = "CM912"
 # A note on a migrated file: --fix-past-hook renamed a generation hook's `past` to `past_key_values`
 # (cachemigrate.edit.past_hook)
 PAST_HOOK_FIXED = "CM913"
+# A note on a migrated file for a 5.x runtime: a forward updates in place an input that 5.x's generate() keeps and
+# extends between steps (position_ids += offset), so generation drifts there (cachemigrate.proof.generate_inputs)
+IN_PLACE_INPUT = "CM914"
 # A module-level function with tuple-cache code is set on a class whose cache contract is not known: not imported
 # from transformers, or no library attention (cachemigrate.facts.patches)
 PATCH_TARGET = "CM916"

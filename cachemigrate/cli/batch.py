@@ -20,6 +20,7 @@ from ..diagnostics import Diagnostic
 from .progress import Reporter
 from ..edit.render import unified_diff
 from ..proof.companions import companion_notes
+from ..proof.generate_inputs import in_place_input_notes
 from ..results import Options
 from ..rules.checked import CheckedRules
 from ..rules.eras import cache_names, config_defaults, removed_imports
@@ -65,13 +66,15 @@ class Batch:
 def with_config_notes(result: Result, era: str) -> Result:
     """A migrated file with its notes about its config (read beside the file now: never cached): CM911 for each
     config attribute it reads that the era's runtime no longer sets by default and its config class does not set,
-    CM912 where the module it takes its config from imports what that runtime removed."""
+    CM912 where the module it takes its config from imports what that runtime removed; CM914 where a forward updates
+    in place an input that runtime's generate() keeps between steps (proof/generate_inputs.py)."""
     if result.status != "migrated":
         return result
     defaults, runtime = config_defaults(era)
     if not defaults:  # an era whose runtime keeps 4.x's config (and its imports)
         return result
     notes = companion_notes(result.path, result.migrated, era, defaults, runtime, removed_imports(era))
+    notes += in_place_input_notes(result.path, result.migrated, runtime)
     return dataclasses.replace(result, diagnostics=sorted([*result.diagnostics, *notes])) if notes else result
 
 
