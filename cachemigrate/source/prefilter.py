@@ -219,6 +219,20 @@ def _is_none(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and node.value is None
 
 
+def _tests_a_cut(test: ast.expr, parent_of: dict) -> bool:
+    """``test`` is (part of) the test of an ``if`` whose body cuts something to its last position (``x[:, -1:]``)."""
+    node, parent = test, parent_of.get(test)
+    while isinstance(parent, (ast.BoolOp, ast.UnaryOp)):
+        node, parent = parent, parent_of.get(parent)
+    if not (isinstance(parent, ast.If) and parent.test is node):
+        return False
+    return any(
+        isinstance(n, ast.Subscript) and ast.unparse(n.slice).replace(" ", "").strip("()") == ":,-1:"
+        for stmt in parent.body
+        for n in ast.walk(stmt)
+    )
+
+
 def _safe_use(node: ast.Name, parent_of: dict) -> bool:
     parent = parent_of.get(node)
     if isinstance(node.ctx, ast.Store):
@@ -228,6 +242,8 @@ def _safe_use(node: ast.Name, parent_of: dict) -> bool:
     if isinstance(parent, ast.Attribute):
         return parent.value is node  # x.attr: the Cache API
     if isinstance(parent, ast.Compare):
+        if _tests_a_cut(parent, parent_of):
+            return False  # CM111 rewrites the presence test of a branch that cuts inputs to their last position
         operands = [parent.left, *parent.comparators]
         return all(
             isinstance(op, _EQUALITY) and (_is_none(operands[i + 1]) or _is_none(parent.left))
