@@ -166,17 +166,30 @@ class TieSources:
         path = _self_path(node)
         if path is not None:
             return path
-        getter = m.Name(m.MatchIfTrue(lambda n: n in ("get_input_embeddings", "get_output_embeddings")))
-        if m.matches(node, m.Call(m.Attribute(attr=getter), args=[])):
+        if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Call):  # self.get_x().weight
+            owner = self.path_of(name, node.value, depth + 1)
+            return f"{owner}.{node.attr.value}" if owner else None
+        if m.matches(node, m.Call(m.Attribute(), args=[])):  # self.<m>(), self.x.<m>(), self.get_decoder().<m>()
             owner, method = node.func.value, node.func.attr.value
-            find = self.input_embeddings if method == "get_input_embeddings" else self._output
+            if method == "get_input_embeddings":
+                find = self.input_embeddings
+            elif method == "get_output_embeddings":
+                find = self._output
+            else:
+                find = lambda cls, d: self._returned(cls, method, d)  # noqa: E731 - a method that returns a path
             if m.matches(owner, m.Name("self")):
                 return find(name, depth + 1)
-            prefix = _self_path(owner)
-            child = self.attributes(name).get(prefix) if prefix and "." not in prefix else None
+            prefix = self.path_of(name, owner, depth + 1)
+            child = self.class_at(name, prefix) if prefix else None
             inner = find(child, depth + 1) if child else None
             return f"{prefix}.{inner}" if inner else None
         return None
+
+    def class_at(self, name: str, path: str) -> str | None:
+        """The class of the file built at the dotted ``path`` of class ``name`` (``model.decoder``)."""
+        for part in path.split("."):
+            name = self.attributes(name).get(part) if name else None
+        return name
 
     def _output(self, name: str, depth: int) -> str | None:
         return self._returned(name, "get_output_embeddings", depth) if depth < 8 else None
@@ -213,34 +226,50 @@ class TieSources:
         init = self.method(name, "__init__")
         for assign in findall(init, m.Assign()) if init is not None else ():
             ties += self._bias_tie(assign, "built")
-        tie = self.method(name, "_tie_weights")
-        if tie is not None:
-            ties += self._statements(name, tie.body.body, gated=False)
+        for method in ("_tie_weights", "tie_weights"):  # 4.x called every module's `_tie_weights`; an override
+            tie = self.method(name, method)  # of `tie_weights` replaced 4.x's own (it runs on 5.x too: CM427)
+            if tie is not None:
+                ties += self._statements(name, _until_self_is_rebound(tie.body.body), gated=False, local=_locals(tie))
         return ties
 
-    def _statements(self, name: str, body, gated: bool) -> list[Tie]:
+    def _statements(self, name: str, body, gated: bool, local: dict) -> list[Tie]:
+        """The ties of a method's statements; ``local`` holds the method's names assigned once (``output_embeddings =
+        self.get_output_embeddings()``), read as what they were assigned."""
         ties = []
         for stmt in body:
             if isinstance(stmt, cst.If):
                 inner = gated or _is_gate(stmt.test)
-                ties += self._statements(name, stmt.body.body, inner)
+                ties += self._statements(name, stmt.body.body, inner, local)
                 orelse = stmt.orelse
                 while orelse is not None:
                     block = orelse.body.body if isinstance(orelse, (cst.If, cst.Else)) else []
-                    ties += self._statements(name, block, gated)
+                    ties += self._statements(name, block, gated, local)
                     orelse = orelse.orelse if isinstance(orelse, cst.If) else None
             elif isinstance(stmt, cst.SimpleStatementLine):
                 for small in stmt.body:
                     if isinstance(small, cst.Assign):
-                        ties += self._bias_tie(small, "ungated")
+                        ties += self._assigned_tie(name, _substituted(small, local), gated)
                     elif isinstance(small, cst.Expr) and m.matches(small.value, _TIE_CALL):
-                        args = small.value.args
+                        args = _substituted(small.value, local).args
                         target, source = (self.path_of(name, a.value) for a in args)
                         if target and source:
                             why = "`self._tie_or_clone_weights(...)` in `_tie_weights`"
                             ties.append(Tie(f"{target}.weight", f"{source}.weight", "gated" if gated else "ungated",
                                             why))  # fmt: skip
         return ties
+
+    def _assigned_tie(self, name: str, assign: cst.Assign, gated: bool) -> list[Tie]:
+        """``self.x.bias = self.y`` (:meth:`_bias_tie`, whatever the config says), or one parameter given another's
+        in a tying method: ``self.a.weight = self.b.weight`` (or through the getters), under the gate or not."""
+        found = self._bias_tie(assign, "ungated")
+        if found or len(assign.targets) != 1:
+            return found
+        left, right = self.path_of(name, assign.targets[0].target), self.path_of(name, assign.value)
+        if not left or not right or left.rsplit(".", 1)[-1] not in ("weight", "bias"):
+            return []
+        if right.rsplit(".", 1)[-1] != left.rsplit(".", 1)[-1]:
+            return []
+        return [Tie(left, right, "gated" if gated else "ungated", f"`{_code(assign)}` in a tying method")]
 
     @staticmethod
     def _bias_tie(assign: cst.Assign, how: str) -> list[Tie]:
@@ -269,9 +298,10 @@ class TieSources:
         output = self.output_embeddings(name) if top or self._posts_init(name) else None
         if output is not None:
             source = self.input_embeddings(name)
-            if self.method(name, "tie_weights") is not None:
-                why = f"`{name}` overrides `tie_weights`, which 4.x used to tie `get_output_embeddings` to `get_input_embeddings`"
-                ties.append(Tie(f"{output}.weight", "", "unproven", why))
+            if self.method(name, "tie_weights") is not None:  # its ties are read as own ties
+                if not any(t.target == f"{output}.weight" for t in ties):
+                    why = f"`{name}` overrides `tie_weights`, which 4.x used to tie `get_output_embeddings` to `get_input_embeddings`, and no tie of its code that this reads ties `{output}.weight`"
+                    ties.append(Tie(f"{output}.weight", "", "unproven", why))
             elif source is None:
                 why = f"`get_input_embeddings` of `{name}` (or of its `base_model_prefix` attribute) returns no `self.<path>`"
                 ties.append(Tie(f"{output}.weight", "", "unproven", why))
@@ -304,7 +334,65 @@ _CONFIG_GETATTR = m.Call(
 
 def _is_gate(test: cst.BaseExpression) -> bool:
     """``self.config.tie_word_embeddings`` (or ``getattr(self.config, "tie_word_embeddings", ...)``)."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):  # `x is not None and <gate>`
+        return _is_gate(test.left) or _is_gate(test.right)
     return m.matches(test, _CONFIG_FLAG | _CONFIG_GETATTR)
+
+
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module([]).code_for_node(node)
+
+
+def _bound(target: cst.BaseExpression) -> list[str]:
+    if isinstance(target, cst.Name):
+        return [target.value]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [n for element in target.elements for n in _bound(element.value)]
+    return _bound(target.value) if isinstance(target, cst.StarredElement) else []
+
+
+def _locals(function: cst.FunctionDef) -> dict[str, cst.BaseExpression]:
+    """The names ``function`` binds exactly once, by ``x = <expr>``, with what they are given."""
+    counts: dict[str, int] = {}
+    bindings = m.AssignTarget() | m.AugAssign() | m.AnnAssign() | m.For() | m.AsName() | m.NamedExpr()
+    for node in findall(function.body, bindings):
+        target = node.name if isinstance(node, cst.AsName) else node.target
+        for name in _bound(target):
+            counts[name] = counts.get(name, 0) + 1
+    values = {a.targets[0].target.value: a.value for a in findall(function.body, m.Assign([m.AssignTarget(m.Name())]))}
+    return {k: v for k, v in values.items() if counts.get(k) == 1 and k != "self"}
+
+
+class _Substitute(cst.CSTTransformer):
+    """Each local name read is replaced by what it was assigned (attribute names are not read names)."""
+
+    def __init__(self, local: dict) -> None:
+        super().__init__()
+        self.local = local
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
+        return self.local.get(original.value, updated)
+
+    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.Attribute:
+        return updated.with_changes(attr=original.attr)
+
+    def leave_Arg(self, original: cst.Arg, updated: cst.Arg) -> cst.Arg:
+        return updated.with_changes(keyword=original.keyword)
+
+
+def _substituted(node: cst.CSTNode, local: dict) -> cst.CSTNode:
+    return node.visit(_Substitute(local)) if local else node
+
+
+def _until_self_is_rebound(body) -> list:
+    """The statements before the first that rebinds ``self`` (``self = getattr(self, self.base_model_prefix)``):
+    after it, ``self.x`` is another module's."""
+    kept = []
+    for stmt in body:
+        if findall(stmt, m.AssignTarget(m.Name("self"))):
+            break
+        kept.append(stmt)
+    return kept
 
 
 def resolve(ties: list[Tie], key: str) -> tuple[list[tuple[str, str]], str | None]:
@@ -315,6 +403,8 @@ def resolve(ties: list[Tie], key: str) -> tuple[list[tuple[str, str]], str | Non
     for tie in ties:
         by_target.setdefault(tie.target, tie)
     matched = [t for t in by_target if f".{key}." in f".{t}." or t.endswith("." + key)]  # a module names its own
+    if not matched:  # the entry names what others are tied to (4.x lists both ends): the ties of those others
+        matched = [t.target for t in by_target.values() if t.source == key or t.source.endswith("." + key)]
     if not matched:
         return [], "no code of the file ties it"
     pairs = []
