@@ -109,3 +109,13 @@ def test_statements_after_self_is_rebound_are_not_read():
     )
     pairs, why = resolve(ties, "lm_head.weight")
     assert pairs == [] and "overrides `tie_weights`" in why
+
+
+def test_a_module_handed_only_under_a_config_test_names_the_test():
+    """fixtures/5/CM420/conditional_refused.py: the entry's source depends on `config.share_embeddings`."""
+    from pathlib import Path
+
+    code = (Path(__file__).resolve().parent.parent / "fixtures/5/CM420/conditional_refused.py").read_text()
+    pairs, why = resolve(TieSources(cst.parse_module(code)).ties("AukModel"), "encoder.tokens.weight")
+    assert pairs == []
+    assert "only when `config.share_embeddings` is true" in why and "before `self.post_init()`" in why

@@ -26,6 +26,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..traverse import findall
+from .tie_code import branch_locals, code_of, is_gate, method_locals, self_path, substituted, until_self_is_rebound
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,17 +35,6 @@ class Tie:
     source: str
     how: str  # "embeddings" (output to input, under tie_word_embeddings), "gated", "built", "ungated", "unproven"
     why: str  # the code, for messages
-
-
-def _self_path(node: cst.BaseExpression) -> str | None:
-    """``a.b`` for ``self.a.b``."""
-    parts = []
-    while isinstance(node, cst.Attribute):
-        parts.append(node.attr.value)
-        node = node.value
-    if isinstance(node, cst.Name) and node.value == "self" and parts:
-        return ".".join(reversed(parts))
-    return None
 
 
 def _param_path(node: cst.BaseExpression) -> tuple[str, str] | None:
@@ -123,18 +113,21 @@ class TieSources:
             if callee is None:
                 continue
             params = [p.name.value for p in callee.params.params][1:]  # after self
-            given = {}
+            given, under = {}, {}
+            branches = branch_locals(init)
             for index, arg in enumerate(found.value.args):
                 if arg.star:
                     break
                 key = arg.keyword.value if arg.keyword is not None else params[index] if index < len(params) else None
-                path = _self_path(arg.value)
+                path = self_path(arg.value)
+                if isinstance(arg.value, cst.Name) and arg.value.value in branches:  # a local bound per a test
+                    path, under[key] = branches[arg.value.value]
                 if key and path:
                     given[key] = path
             for assign in findall(callee, m.Assign()) if given else ():
                 if len(assign.targets) != 1:
                     continue
-                left, right = _self_path(assign.targets[0].target), _param_path(assign.value)
+                left, right = self_path(assign.targets[0].target), _param_path(assign.value)
                 if left is None or right is None or right[0] not in given:
                     continue
                 kept, suffix = given[right[0]], right[1]
@@ -145,7 +138,14 @@ class TieSources:
                 else:
                     continue
                 why = f"`self.{attribute} = {cls}(..., self.{kept})` keeping it in `{cls}.__init__`"
-                ties.append(Tie(f"{attribute}.{target}", source, "built", why))
+                test = under.get(right[0])
+                if test is not None:
+                    why = (
+                        f"`{name}.__init__` hands `self.{kept}` to `{cls}` as `self.{attribute}` only when "
+                        f"`{test}` is true, and a class's `_tied_weights_keys` cannot follow that test: set "
+                        "`self._tied_weights_keys` in `__init__` under it, before `self.post_init()`"
+                    )
+                ties.append(Tie(f"{attribute}.{target}", source, "conditional" if test else "built", why))
         return ties
 
     def _returned(self, name: str, method: str, depth: int) -> str | None:
@@ -163,7 +163,7 @@ class TieSources:
         input embeddings of that class (the same for ``get_output_embeddings``)."""
         if depth > 8:
             return None
-        path = _self_path(node)
+        path = self_path(node)
         if path is not None:
             return path
         if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Call):  # self.get_x().weight
@@ -229,7 +229,7 @@ class TieSources:
         for method in ("_tie_weights", "tie_weights"):  # 4.x called every module's `_tie_weights`; an override
             tie = self.method(name, method)  # of `tie_weights` replaced 4.x's own (it runs on 5.x too: CM427)
             if tie is not None:
-                ties += self._statements(name, _until_self_is_rebound(tie.body.body), gated=False, local=_locals(tie))
+                ties += self._statements(name, until_self_is_rebound(tie.body.body), gated=False, local=method_locals(tie))
         return ties
 
     def _statements(self, name: str, body, gated: bool, local: dict) -> list[Tie]:
@@ -238,7 +238,7 @@ class TieSources:
         ties = []
         for stmt in body:
             if isinstance(stmt, cst.If):
-                inner = gated or _is_gate(stmt.test)
+                inner = gated or is_gate(stmt.test)
                 ties += self._statements(name, stmt.body.body, inner, local)
                 orelse = stmt.orelse
                 while orelse is not None:
@@ -248,9 +248,9 @@ class TieSources:
             elif isinstance(stmt, cst.SimpleStatementLine):
                 for small in stmt.body:
                     if isinstance(small, cst.Assign):
-                        ties += self._assigned_tie(name, _substituted(small, local), gated)
+                        ties += self._assigned_tie(name, substituted(small, local), gated)
                     elif isinstance(small, cst.Expr) and m.matches(small.value, _TIE_CALL):
-                        args = _substituted(small.value, local).args
+                        args = substituted(small.value, local).args
                         target, source = (self.path_of(name, a.value) for a in args)
                         if target and source:
                             why = "`self._tie_or_clone_weights(...)` in `_tie_weights`"
@@ -269,13 +269,13 @@ class TieSources:
             return []
         if right.rsplit(".", 1)[-1] != left.rsplit(".", 1)[-1]:
             return []
-        return [Tie(left, right, "gated" if gated else "ungated", f"`{_code(assign)}` in a tying method")]
+        return [Tie(left, right, "gated" if gated else "ungated", f"`{code_of(assign)}` in a tying method")]
 
     @staticmethod
     def _bias_tie(assign: cst.Assign, how: str) -> list[Tie]:
         if len(assign.targets) != 1:
             return []
-        left, right = _self_path(assign.targets[0].target), _self_path(assign.value)
+        left, right = self_path(assign.targets[0].target), self_path(assign.value)
         if not left or not right:
             return []
         why = f"`self.{left} = self.{right}`"
@@ -321,80 +321,6 @@ _TIE_CALL = m.Call(
     m.Attribute(m.Name("self"), m.Name("_tie_or_clone_weights")),
     args=[m.Arg(keyword=None), m.Arg(keyword=None)],
 )
-_CONFIG_FLAG = m.Attribute(m.Attribute(m.Name("self"), m.Name("config")), m.Name("tie_word_embeddings"))
-_CONFIG_GETATTR = m.Call(
-    m.Name("getattr"),
-    args=[
-        m.Arg(m.Attribute(m.Name("self"), m.Name("config"))),
-        m.Arg(m.SimpleString(m.MatchIfTrue(lambda s: s[1:-1] == "tie_word_embeddings"))),
-        m.ZeroOrMore(),
-    ],
-)
-
-
-def _is_gate(test: cst.BaseExpression) -> bool:
-    """``self.config.tie_word_embeddings`` (or ``getattr(self.config, "tie_word_embeddings", ...)``)."""
-    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):  # `x is not None and <gate>`
-        return _is_gate(test.left) or _is_gate(test.right)
-    return m.matches(test, _CONFIG_FLAG | _CONFIG_GETATTR)
-
-
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module([]).code_for_node(node)
-
-
-def _bound(target: cst.BaseExpression) -> list[str]:
-    if isinstance(target, cst.Name):
-        return [target.value]
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return [n for element in target.elements for n in _bound(element.value)]
-    return _bound(target.value) if isinstance(target, cst.StarredElement) else []
-
-
-def _locals(function: cst.FunctionDef) -> dict[str, cst.BaseExpression]:
-    """The names ``function`` binds exactly once, by ``x = <expr>``, with what they are given."""
-    counts: dict[str, int] = {}
-    bindings = m.AssignTarget() | m.AugAssign() | m.AnnAssign() | m.For() | m.AsName() | m.NamedExpr()
-    for node in findall(function.body, bindings):
-        target = node.name if isinstance(node, cst.AsName) else node.target
-        for name in _bound(target):
-            counts[name] = counts.get(name, 0) + 1
-    values = {a.targets[0].target.value: a.value for a in findall(function.body, m.Assign([m.AssignTarget(m.Name())]))}
-    return {k: v for k, v in values.items() if counts.get(k) == 1 and k != "self"}
-
-
-class _Substitute(cst.CSTTransformer):
-    """Each local name read is replaced by what it was assigned (attribute names are not read names)."""
-
-    def __init__(self, local: dict) -> None:
-        super().__init__()
-        self.local = local
-
-    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
-        return self.local.get(original.value, updated)
-
-    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.Attribute:
-        return updated.with_changes(attr=original.attr)
-
-    def leave_Arg(self, original: cst.Arg, updated: cst.Arg) -> cst.Arg:
-        return updated.with_changes(keyword=original.keyword)
-
-
-def _substituted(node: cst.CSTNode, local: dict) -> cst.CSTNode:
-    return node.visit(_Substitute(local)) if local else node
-
-
-def _until_self_is_rebound(body) -> list:
-    """The statements before the first that rebinds ``self`` (``self = getattr(self, self.base_model_prefix)``):
-    after it, ``self.x`` is another module's."""
-    kept = []
-    for stmt in body:
-        if findall(stmt, m.AssignTarget(m.Name("self"))):
-            break
-        kept.append(stmt)
-    return kept
-
-
 def resolve(ties: list[Tie], key: str) -> tuple[list[tuple[str, str]], str | None]:
     """The ``(parameter, source)`` pairs of one list entry (4.x read it as a pattern searched in the full names:
     the ties whose target is ``key``, ends with ``.key``, or lies in the module ``key`` names), each source followed
@@ -412,6 +338,8 @@ def resolve(ties: list[Tie], key: str) -> tuple[list[tuple[str, str]], str | Non
         tie, seen = by_target[target], {target}
         while True:
             if tie.how == "unproven":
+                return [], tie.why
+            if tie.how == "conditional":
                 return [], tie.why
             if tie.how == "ungated":
                 return [], (
