@@ -40,12 +40,12 @@ class _Planner(Planner):
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         if self.function_stack or len(self.class_stack) != 1 or node.name.value not in self.ctx.classes:
             return
-        written = _instance_lists(node)
+        method, written = _instance_lists(node)
         if written is not None:
             self.ctx.error(
                 self.action.rule,
                 None,
-                f"`{node.name.value}` sets `self._tied_weights_keys` to a list as it ties (`{_code(written)}`), "
+                f"`{node.name.value}.{method}` sets `self._tied_weights_keys` to a list (`{_code(written)}`), "
                 "which transformers 5.x reads as the `{tied parameter: source}` mapping (`save_pretrained`, "
                 "`tie_weights()`): there it raises AttributeError; the file was left unchanged. Build a mapping "
                 "instead (`self._tied_weights_keys = {}`, then `self._tied_weights_keys[<tied>] = <source>` for each "
@@ -144,16 +144,16 @@ class _Planner(Planner):
         )
 
 
-def _instance_lists(cls: cst.ClassDef) -> cst.CSTNode | None:
-    """The first ``self._tied_weights_keys = [...]`` (or ``.append(...)`` to it) in a method of ``cls``."""
+def _instance_lists(cls: cst.ClassDef) -> tuple[str, cst.CSTNode | None]:
+    """The first method of ``cls`` that sets ``self._tied_weights_keys = [...]`` (or appends to it), and where."""
     own = m.Attribute(m.Name("self"), m.Name("_tied_weights_keys"))
     pattern = m.Assign([m.AssignTarget(own)], m.List()) | m.Call(m.Attribute(own, m.Name("append")))
     for stmt in cls.body.body:
         if isinstance(stmt, cst.FunctionDef):
             found = findall(stmt, pattern)
             if found:
-                return found[0]
-    return None
+                return stmt.name.value, found[0]
+    return "", None
 
 
 def _code(node: cst.CSTNode) -> str:
