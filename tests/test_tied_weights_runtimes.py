@@ -23,7 +23,10 @@ REPO = Path(__file__).resolve().parent.parent
 GROUPS = REPO / "tests" / "tied_groups.py"
 TF4576 = Path(os.environ.get("CACHEMIGRATE_TF4576_PYTHON", "/work/venvs/tf4576/bin/python"))
 TF5 = Path(os.environ.get("CACHEMIGRATE_TF5_PYTHON", "/work/venvs/tf525/bin/python"))
-FIXTURES = sorted((REPO / "fixtures" / "5" / "CM420").glob("*before.py")) + [REPO / "fixtures/5/CM443/before.py"]
+FIXTURES = sorted((REPO / "fixtures" / "5" / "CM420").glob("*before.py")) + [
+    REPO / "fixtures/5/CM443/before.py",
+    REPO / "fixtures/5/CM427/before.py",
+]
 RUNTIMES = {"5": [TF5], "portable": [Path(sys.executable), TF4576, TF5]}
 
 pytestmark = pytest.mark.runtimes
@@ -32,7 +35,7 @@ pytestmark = pytest.mark.runtimes
 def _migrated(era: str, path: Path) -> str:
     rules = load_ruleset(era)
     module = cst.parse_module(path.read_text())
-    chosen = [r for r in rules.rules if r.id in ("CM420", "CM443")]
+    chosen = [r for r in rules.rules if r.id in ("CM420", "CM427", "CM443")]
     new, applied, diagnostics = apply_rules(
         module,
         analyze(module, rules.era.cache_names),
@@ -105,23 +108,58 @@ def test_the_files_as_written_fail_on_5x(originals):
             assert originals[str(fixture)]["LinnetForCausalLM/True"] == [["head.weight", "trunk.tokens.weight"]]
 
 
-def test_a_tie_weights_override_without_the_5x_keywords_does_not_build_on_5x():
-    """What CM420 refuses (fixtures/5/CM420/override_refused.py): 5.x's post_init calls the override with keywords."""
-    if not TF5.is_file():
-        pytest.skip(f"no runtime at {TF5}")
-    path = REPO / "fixtures" / "5" / "CM420" / "override_refused.py"
-    script = (
-        "import importlib.util, sys\n"
+def _run(python: Path, script: str) -> str:
+    done = subprocess.run([str(python), "-c", script], check=False, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.strip()
+
+
+def _loader(path: Path) -> str:
+    return (
+        "import importlib.util, json, sys, tempfile, torch\n"
         "from transformers import PretrainedConfig\n"
         f"spec = importlib.util.spec_from_file_location('fixture', {str(path)!r})\n"
         "module = importlib.util.module_from_spec(spec)\n"
         "spec.loader.exec_module(module)\n"
+    )
+
+
+def test_a_tie_weights_override_without_the_5x_keywords_does_not_build_on_5x():
+    """What CM427 rewrites (fixtures/5/CM427/before.py): 5.x's post_init calls the override with keywords."""
+    if not TF5.is_file():
+        pytest.skip(f"no runtime at {TF5}")
+    script = _loader(REPO / "fixtures" / "5" / "CM427" / "before.py") + (
         "try:\n"
-        "    module.DunlinModel(PretrainedConfig(vocab_size=5, d_model=4, tie_word_embeddings=True))\n"
+        "    module.PipitForCausalLM(PretrainedConfig(vocab_size=5, d_model=4, tie_word_embeddings=False))\n"
         "except TypeError as exc:\n"
         "    print(exc)\n"
     )
-    done = subprocess.run([str(TF5), "-c", script], check=False, capture_output=True, text=True, timeout=300)
-    assert done.stdout.strip().endswith(
-        "tie_weights() got an unexpected keyword argument 'recompute_mapping'"
-    ), done.stderr[-2000:]
+    assert _run(TF5, script).endswith("tie_weights() got an unexpected keyword argument 'recompute_mapping'")
+
+
+@pytest.mark.parametrize("era", sorted(RUNTIMES))
+def test_a_migrated_override_keeps_its_ties_through_save_and_load(era, tmp_path):
+    """CM427 and CM420 over fixtures/5/CM427/before.py, saved and loaded back with `from_pretrained` on each runtime
+    of the era: 5.x assigns each loaded parameter anew, then calls the override with the missing keys; the head is
+    the words again, nothing is reported missing, and the logits are those before saving."""
+    path = tmp_path / "pipit.py"
+    path.write_text(_migrated(era, REPO / "fixtures" / "5" / "CM427" / "before.py"))
+    script = _loader(path) + (
+        "torch.manual_seed(0)\n"
+        "config = PretrainedConfig(vocab_size=11, d_model=8, tie_word_embeddings=True)\n"
+        "model = module.PipitForCausalLM(config).eval()\n"
+        "ids = torch.tensor([[1, 2, 3]])\n"
+        "with tempfile.TemporaryDirectory() as folder:\n"
+        "    model.save_pretrained(folder)\n"
+        "    loaded, info = module.PipitForCausalLM.from_pretrained(folder, config=config, output_loading_info=True)\n"
+        "print(json.dumps({\n"
+        "    'tied': loaded.out.weight is loaded.body.words.weight,\n"
+        "    'missing': sorted(info['missing_keys']),\n"
+        "    'same': torch.equal(model(ids), loaded.eval()(ids)),\n"
+        "}))\n"
+    )
+    for python in RUNTIMES[era]:
+        if not python.is_file():
+            pytest.skip(f"no runtime at {python}")
+        found = json.loads(_run(python, script).splitlines()[-1])
+        assert found == {"tied": True, "missing": [], "same": True}, (python, found)

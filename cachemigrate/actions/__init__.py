@@ -19,6 +19,7 @@ from .replace_expression import ReplaceExpression
 from .replace_statements import ReplaceStatements
 from .set_class_attribute import SetClassAttribute
 from .thread_layer_idx import ThreadLayerIdx
+from .tie_weights_keywords import TieWeightsKeywords
 from .tie_weights_mapping import TieWeightsMapping
 
 ACTIONS: dict[str, type[Action]] = {
@@ -40,6 +41,7 @@ ACTIONS: dict[str, type[Action]] = {
         DropImport,
         ReplaceClassStatements,
         TieWeightsMapping,
+        TieWeightsKeywords,
         EditCacheConsumer,
     )
 }

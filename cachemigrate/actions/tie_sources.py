@@ -26,6 +26,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..traverse import findall
+from .tie_code import branch_locals, code_of, is_gate, method_locals, self_path, substituted, until_self_is_rebound
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,17 +35,6 @@ class Tie:
     source: str
     how: str  # "embeddings" (output to input, under tie_word_embeddings), "gated", "built", "ungated", "unproven"
     why: str  # the code, for messages
-
-
-def _self_path(node: cst.BaseExpression) -> str | None:
-    """``a.b`` for ``self.a.b``."""
-    parts = []
-    while isinstance(node, cst.Attribute):
-        parts.append(node.attr.value)
-        node = node.value
-    if isinstance(node, cst.Name) and node.value == "self" and parts:
-        return ".".join(reversed(parts))
-    return None
 
 
 def _param_path(node: cst.BaseExpression) -> tuple[str, str] | None:
@@ -123,18 +113,21 @@ class TieSources:
             if callee is None:
                 continue
             params = [p.name.value for p in callee.params.params][1:]  # after self
-            given = {}
+            given, under = {}, {}
+            branches = branch_locals(init)
             for index, arg in enumerate(found.value.args):
                 if arg.star:
                     break
                 key = arg.keyword.value if arg.keyword is not None else params[index] if index < len(params) else None
-                path = _self_path(arg.value)
+                path = self_path(arg.value)
+                if isinstance(arg.value, cst.Name) and arg.value.value in branches:  # a local bound per a test
+                    path, under[key] = branches[arg.value.value]
                 if key and path:
                     given[key] = path
             for assign in findall(callee, m.Assign()) if given else ():
                 if len(assign.targets) != 1:
                     continue
-                left, right = _self_path(assign.targets[0].target), _param_path(assign.value)
+                left, right = self_path(assign.targets[0].target), _param_path(assign.value)
                 if left is None or right is None or right[0] not in given:
                     continue
                 kept, suffix = given[right[0]], right[1]
@@ -145,7 +138,14 @@ class TieSources:
                 else:
                     continue
                 why = f"`self.{attribute} = {cls}(..., self.{kept})` keeping it in `{cls}.__init__`"
-                ties.append(Tie(f"{attribute}.{target}", source, "built", why))
+                test = under.get(right[0])
+                if test is not None:
+                    why = (
+                        f"`{name}.__init__` hands `self.{kept}` to `{cls}` as `self.{attribute}` only when "
+                        f"`{test}` is true, and a class's `_tied_weights_keys` cannot follow that test: set "
+                        "`self._tied_weights_keys` in `__init__` under it, before `self.post_init()`"
+                    )
+                ties.append(Tie(f"{attribute}.{target}", source, "conditional" if test else "built", why))
         return ties
 
     def _returned(self, name: str, method: str, depth: int) -> str | None:
@@ -163,20 +163,33 @@ class TieSources:
         input embeddings of that class (the same for ``get_output_embeddings``)."""
         if depth > 8:
             return None
-        path = _self_path(node)
+        path = self_path(node)
         if path is not None:
             return path
-        getter = m.Name(m.MatchIfTrue(lambda n: n in ("get_input_embeddings", "get_output_embeddings")))
-        if m.matches(node, m.Call(m.Attribute(attr=getter), args=[])):
+        if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Call):  # self.get_x().weight
+            owner = self.path_of(name, node.value, depth + 1)
+            return f"{owner}.{node.attr.value}" if owner else None
+        if m.matches(node, m.Call(m.Attribute(), args=[])):  # self.<m>(), self.x.<m>(), self.get_decoder().<m>()
             owner, method = node.func.value, node.func.attr.value
-            find = self.input_embeddings if method == "get_input_embeddings" else self._output
+            if method == "get_input_embeddings":
+                find = self.input_embeddings
+            elif method == "get_output_embeddings":
+                find = self._output
+            else:
+                find = lambda cls, d: self._returned(cls, method, d)  # noqa: E731 - a method that returns a path
             if m.matches(owner, m.Name("self")):
                 return find(name, depth + 1)
-            prefix = _self_path(owner)
-            child = self.attributes(name).get(prefix) if prefix and "." not in prefix else None
+            prefix = self.path_of(name, owner, depth + 1)
+            child = self.class_at(name, prefix) if prefix else None
             inner = find(child, depth + 1) if child else None
             return f"{prefix}.{inner}" if inner else None
         return None
+
+    def class_at(self, name: str, path: str) -> str | None:
+        """The class of the file built at the dotted ``path`` of class ``name`` (``model.decoder``)."""
+        for part in path.split("."):
+            name = self.attributes(name).get(part) if name else None
+        return name
 
     def _output(self, name: str, depth: int) -> str | None:
         return self._returned(name, "get_output_embeddings", depth) if depth < 8 else None
@@ -213,28 +226,31 @@ class TieSources:
         init = self.method(name, "__init__")
         for assign in findall(init, m.Assign()) if init is not None else ():
             ties += self._bias_tie(assign, "built")
-        tie = self.method(name, "_tie_weights")
-        if tie is not None:
-            ties += self._statements(name, tie.body.body, gated=False)
+        for method in ("_tie_weights", "tie_weights"):  # 4.x called every module's `_tie_weights`; an override
+            tie = self.method(name, method)  # of `tie_weights` replaced 4.x's own (it runs on 5.x too: CM427)
+            if tie is not None:
+                ties += self._statements(name, until_self_is_rebound(tie.body.body), gated=False, local=method_locals(tie))
         return ties
 
-    def _statements(self, name: str, body, gated: bool) -> list[Tie]:
+    def _statements(self, name: str, body, gated: bool, local: dict) -> list[Tie]:
+        """The ties of a method's statements; ``local`` holds the method's names assigned once (``output_embeddings =
+        self.get_output_embeddings()``), read as what they were assigned."""
         ties = []
         for stmt in body:
             if isinstance(stmt, cst.If):
-                inner = gated or _is_gate(stmt.test)
-                ties += self._statements(name, stmt.body.body, inner)
+                inner = gated or is_gate(stmt.test)
+                ties += self._statements(name, stmt.body.body, inner, local)
                 orelse = stmt.orelse
                 while orelse is not None:
                     block = orelse.body.body if isinstance(orelse, (cst.If, cst.Else)) else []
-                    ties += self._statements(name, block, gated)
+                    ties += self._statements(name, block, gated, local)
                     orelse = orelse.orelse if isinstance(orelse, cst.If) else None
             elif isinstance(stmt, cst.SimpleStatementLine):
                 for small in stmt.body:
                     if isinstance(small, cst.Assign):
-                        ties += self._bias_tie(small, "ungated")
+                        ties += self._assigned_tie(name, substituted(small, local), gated)
                     elif isinstance(small, cst.Expr) and m.matches(small.value, _TIE_CALL):
-                        args = small.value.args
+                        args = substituted(small.value, local).args
                         target, source = (self.path_of(name, a.value) for a in args)
                         if target and source:
                             why = "`self._tie_or_clone_weights(...)` in `_tie_weights`"
@@ -242,11 +258,24 @@ class TieSources:
                                             why))  # fmt: skip
         return ties
 
+    def _assigned_tie(self, name: str, assign: cst.Assign, gated: bool) -> list[Tie]:
+        """``self.x.bias = self.y`` (:meth:`_bias_tie`, whatever the config says), or one parameter given another's
+        in a tying method: ``self.a.weight = self.b.weight`` (or through the getters), under the gate or not."""
+        found = self._bias_tie(assign, "ungated")
+        if found or len(assign.targets) != 1:
+            return found
+        left, right = self.path_of(name, assign.targets[0].target), self.path_of(name, assign.value)
+        if not left or not right or left.rsplit(".", 1)[-1] not in ("weight", "bias"):
+            return []
+        if right.rsplit(".", 1)[-1] != left.rsplit(".", 1)[-1]:
+            return []
+        return [Tie(left, right, "gated" if gated else "ungated", f"`{code_of(assign)}` in a tying method")]
+
     @staticmethod
     def _bias_tie(assign: cst.Assign, how: str) -> list[Tie]:
         if len(assign.targets) != 1:
             return []
-        left, right = _self_path(assign.targets[0].target), _self_path(assign.value)
+        left, right = self_path(assign.targets[0].target), self_path(assign.value)
         if not left or not right:
             return []
         why = f"`self.{left} = self.{right}`"
@@ -269,9 +298,10 @@ class TieSources:
         output = self.output_embeddings(name) if top or self._posts_init(name) else None
         if output is not None:
             source = self.input_embeddings(name)
-            if self.method(name, "tie_weights") is not None:
-                why = f"`{name}` overrides `tie_weights`, which 4.x used to tie `get_output_embeddings` to `get_input_embeddings`"
-                ties.append(Tie(f"{output}.weight", "", "unproven", why))
+            if self.method(name, "tie_weights") is not None:  # its ties are read as own ties
+                if not any(t.target == f"{output}.weight" for t in ties):
+                    why = f"`{name}` overrides `tie_weights`, which 4.x used to tie `get_output_embeddings` to `get_input_embeddings`, and no tie of its code that this reads ties `{output}.weight`"
+                    ties.append(Tie(f"{output}.weight", "", "unproven", why))
             elif source is None:
                 why = f"`get_input_embeddings` of `{name}` (or of its `base_model_prefix` attribute) returns no `self.<path>`"
                 ties.append(Tie(f"{output}.weight", "", "unproven", why))
@@ -291,22 +321,6 @@ _TIE_CALL = m.Call(
     m.Attribute(m.Name("self"), m.Name("_tie_or_clone_weights")),
     args=[m.Arg(keyword=None), m.Arg(keyword=None)],
 )
-_CONFIG_FLAG = m.Attribute(m.Attribute(m.Name("self"), m.Name("config")), m.Name("tie_word_embeddings"))
-_CONFIG_GETATTR = m.Call(
-    m.Name("getattr"),
-    args=[
-        m.Arg(m.Attribute(m.Name("self"), m.Name("config"))),
-        m.Arg(m.SimpleString(m.MatchIfTrue(lambda s: s[1:-1] == "tie_word_embeddings"))),
-        m.ZeroOrMore(),
-    ],
-)
-
-
-def _is_gate(test: cst.BaseExpression) -> bool:
-    """``self.config.tie_word_embeddings`` (or ``getattr(self.config, "tie_word_embeddings", ...)``)."""
-    return m.matches(test, _CONFIG_FLAG | _CONFIG_GETATTR)
-
-
 def resolve(ties: list[Tie], key: str) -> tuple[list[tuple[str, str]], str | None]:
     """The ``(parameter, source)`` pairs of one list entry (4.x read it as a pattern searched in the full names:
     the ties whose target is ``key``, ends with ``.key``, or lies in the module ``key`` names), each source followed
@@ -315,6 +329,8 @@ def resolve(ties: list[Tie], key: str) -> tuple[list[tuple[str, str]], str | Non
     for tie in ties:
         by_target.setdefault(tie.target, tie)
     matched = [t for t in by_target if f".{key}." in f".{t}." or t.endswith("." + key)]  # a module names its own
+    if not matched:  # the entry names what others are tied to (4.x lists both ends): the ties of those others
+        matched = [t.target for t in by_target.values() if t.source == key or t.source.endswith("." + key)]
     if not matched:
         return [], "no code of the file ties it"
     pairs = []
@@ -322,6 +338,8 @@ def resolve(ties: list[Tie], key: str) -> tuple[list[tuple[str, str]], str | Non
         tie, seen = by_target[target], {target}
         while True:
             if tie.how == "unproven":
+                return [], tie.why
+            if tie.how == "conditional":
                 return [], tie.why
             if tie.how == "ungated":
                 return [], (

@@ -8,8 +8,9 @@ true; 4.x tied what the code tied (``tie_weights``, the modules' ``_tie_weights`
 read from that code (:mod:`.tie_sources`): an entry 4.x matched inside a sub-model (``encoder.embed_tokens.weight``
 of a head whose base model is ``model``) is written with its full name, and each source is the parameter at the
 end of the chain of ties. When the source of an entry cannot be proven the list stays and the file is reported,
-naming the entry. A class that overrides ``tie_weights`` without 5.x's keywords is refused: 5.x calls it with
-them (from ``post_init``), to tie the mapping."""
+naming the entry. A class whose own ``tie_weights`` builds ``self._tied_weights_keys`` as a list while it ties is
+refused: 5.x reads it as a mapping. (An override of ``tie_weights`` takes 5.x's keywords by CM427; its ties are read
+as those of ``_tie_weights``.)"""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import libcst.matchers as m
 
 from .base import Action, Planner
 from .tie_sources import TieSources, resolve
+from ..traverse import findall
 
 
 class TieWeightsMapping(Action):
@@ -38,18 +40,17 @@ class _Planner(Planner):
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         if self.function_stack or len(self.class_stack) != 1 or node.name.value not in self.ctx.classes:
             return
-        override = next((s for s in node.body.body if m.matches(s, m.FunctionDef(m.Name("tie_weights")))), None)
-        if override is not None and not _takes_5x_call(override):
+        method, written = _instance_lists(node)
+        if written is not None:
             self.ctx.error(
                 self.action.rule,
                 None,
-                f"`{node.name.value}.tie_weights` overrides `PreTrainedModel.tie_weights`, which transformers 5.x calls "
-                "as `tie_weights(missing_keys=..., recompute_mapping=False)` (from `post_init` and `from_pretrained`) "
-                "to tie what `_tied_weights_keys` maps: there this override raises TypeError, and it would replace "
-                "that tying; the file was left unchanged. Move what it ties into `_tied_weights_keys` and remove it, "
-                "or take those parameters and call `super().tie_weights(missing_keys=missing_keys, "
-                "recompute_mapping=recompute_mapping)` in it",
-                node=override,
+                f"`{node.name.value}.{method}` sets `self._tied_weights_keys` to a list (`{_code(written)}`), "
+                "which transformers 5.x reads as the `{tied parameter: source}` mapping (`save_pretrained`, "
+                "`tie_weights()`): there it raises AttributeError; the file was left unchanged. Build a mapping "
+                "instead (`self._tied_weights_keys = {}`, then `self._tied_weights_keys[<tied>] = <source>` for each "
+                "parameter it ties)",
+                node=written,
             )
             return
         target = m.SimpleStatementLine([m.Assign([m.AssignTarget(m.Name("_tied_weights_keys"))], m.List())])
@@ -143,8 +144,17 @@ class _Planner(Planner):
         )
 
 
-def _takes_5x_call(function: cst.FunctionDef) -> bool:
-    """Whether ``tie_weights`` takes 5.x's keywords (``missing_keys``, ``recompute_mapping``) or ``**kwargs``."""
-    params = function.params
-    names = {p.name.value for p in (*params.params, *params.kwonly_params)}
-    return isinstance(params.star_kwarg, cst.Param) or {"missing_keys", "recompute_mapping"} <= names
+def _instance_lists(cls: cst.ClassDef) -> tuple[str, cst.CSTNode | None]:
+    """The first method of ``cls`` that sets ``self._tied_weights_keys = [...]`` (or appends to it), and where."""
+    own = m.Attribute(m.Name("self"), m.Name("_tied_weights_keys"))
+    pattern = m.Assign([m.AssignTarget(own)], m.List()) | m.Call(m.Attribute(own, m.Name("append")))
+    for stmt in cls.body.body:
+        if isinstance(stmt, cst.FunctionDef):
+            found = findall(stmt, pattern)
+            if found:
+                return stmt.name.value, found[0]
+    return "", None
+
+
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module([]).code_for_node(node)

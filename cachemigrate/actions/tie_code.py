@@ -1,0 +1,109 @@
+"""Reading the code of a tying method for :mod:`.tie_sources`: the ``tie_word_embeddings`` gate, the method's local
+names (read as what they were assigned), names of ``__init__`` bound per a test, and where ``self`` is rebound."""
+
+from __future__ import annotations
+
+import libcst as cst
+import libcst.matchers as m
+
+from ..traverse import findall
+
+def self_path(node: cst.BaseExpression) -> str | None:
+    """``a.b`` for ``self.a.b``."""
+    parts = []
+    while isinstance(node, cst.Attribute):
+        parts.append(node.attr.value)
+        node = node.value
+    if isinstance(node, cst.Name) and node.value == "self" and parts:
+        return ".".join(reversed(parts))
+    return None
+
+
+_CONFIG_FLAG = m.Attribute(m.Attribute(m.Name("self"), m.Name("config")), m.Name("tie_word_embeddings"))
+_CONFIG_GETATTR = m.Call(
+    m.Name("getattr"),
+    args=[
+        m.Arg(m.Attribute(m.Name("self"), m.Name("config"))),
+        m.Arg(m.SimpleString(m.MatchIfTrue(lambda s: s[1:-1] == "tie_word_embeddings"))),
+        m.ZeroOrMore(),
+    ],
+)
+
+
+def is_gate(test: cst.BaseExpression) -> bool:
+    """``self.config.tie_word_embeddings`` (or ``getattr(self.config, "tie_word_embeddings", ...)``)."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):  # `x is not None and <gate>`
+        return is_gate(test.left) or is_gate(test.right)
+    return m.matches(test, _CONFIG_FLAG | _CONFIG_GETATTR)
+
+
+def code_of(node: cst.CSTNode) -> str:
+    return cst.Module([]).code_for_node(node)
+
+
+def _bound(target: cst.BaseExpression) -> list[str]:
+    if isinstance(target, cst.Name):
+        return [target.value]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [n for element in target.elements for n in _bound(element.value)]
+    return _bound(target.value) if isinstance(target, cst.StarredElement) else []
+
+
+def method_locals(function: cst.FunctionDef) -> dict[str, cst.BaseExpression]:
+    """The names ``function`` binds exactly once, by ``x = <expr>``, with what they are given."""
+    counts: dict[str, int] = {}
+    bindings = m.AssignTarget() | m.AugAssign() | m.AnnAssign() | m.For() | m.AsName() | m.NamedExpr()
+    for node in findall(function.body, bindings):
+        target = node.name if isinstance(node, cst.AsName) else node.target
+        for name in _bound(target):
+            counts[name] = counts.get(name, 0) + 1
+    values = {a.targets[0].target.value: a.value for a in findall(function.body, m.Assign([m.AssignTarget(m.Name())]))}
+    return {k: v for k, v in values.items() if counts.get(k) == 1 and k != "self"}
+
+
+class _Substitute(cst.CSTTransformer):
+    """Each local name read is replaced by what it was assigned (attribute names are not read names)."""
+
+    def __init__(self, local: dict) -> None:
+        super().__init__()
+        self.local = local
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
+        return self.local.get(original.value, updated)
+
+    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.Attribute:
+        return updated.with_changes(attr=original.attr)
+
+    def leave_Arg(self, original: cst.Arg, updated: cst.Arg) -> cst.Arg:
+        return updated.with_changes(keyword=original.keyword)
+
+
+def substituted(node: cst.CSTNode, local: dict) -> cst.CSTNode:
+    return node.visit(_Substitute(local)) if local else node
+
+
+def branch_locals(init: cst.FunctionDef | None) -> dict[str, tuple[str, str]]:
+    """Names bound to a ``self`` path in the body of a top-level ``if`` of ``__init__`` and to something else
+    otherwise (``if config.share: a = b = self.shared`` / ``else: a = copy.deepcopy(self.shared)``): name ->
+    (the path, the test)."""
+    found: dict[str, tuple[str, str]] = {}
+    for stmt in init.body.body if init is not None else ():
+        if not isinstance(stmt, cst.If) or stmt.orelse is None:
+            continue
+        for assign in findall(stmt.body, m.Assign()):
+            path = self_path(assign.value)
+            for target in assign.targets if path else ():
+                if isinstance(target.target, cst.Name):
+                    found[target.target.value] = (path, code_of(stmt.test))
+    return found
+
+
+def until_self_is_rebound(body) -> list:
+    """The statements before the first that rebinds ``self`` (``self = getattr(self, self.base_model_prefix)``):
+    after it, ``self.x`` is another module's."""
+    kept = []
+    for stmt in body:
+        if findall(stmt, m.AssignTarget(m.Name("self"))):
+            break
+        kept.append(stmt)
+    return kept

@@ -1,0 +1,121 @@
+"""How CM420 reads the ties of a model's own `tie_weights` (cachemigrate/actions/tie_sources.py), which CM427 keeps
+running on 5.x: through the method's local names, `self.<method>()` chains, an `and` gate, and not past a
+statement that rebinds `self`."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+
+from cachemigrate.actions.tie_sources import TieSources, resolve
+
+HEAD = '''
+from torch import nn
+from transformers.modeling_utils import PreTrainedModel
+
+
+class TernPreTrainedModel(PreTrainedModel):
+    base_model_prefix = "model"
+
+
+class TernDecoder(TernPreTrainedModel):
+    def __init__(self, config):
+        super().__init__(config)
+        self.tokens = nn.Embedding(4, 4)
+
+    def get_input_embeddings(self):
+        return self.tokens
+
+
+class TernModel(TernPreTrainedModel):
+    def __init__(self, config):
+        super().__init__(config)
+        self.decoder = TernDecoder(config)
+
+    def get_decoder(self):
+        return self.decoder
+
+
+class TernForCausalLM(TernPreTrainedModel):
+    def __init__(self, config):
+        super().__init__(config)
+        self.model = TernModel(config)
+        self.lm_head = nn.Linear(4, 4, bias=False)
+
+    def get_output_embeddings(self):
+        return self.lm_head
+
+    def get_decoder(self):
+        return self.model.get_decoder()
+
+'''
+
+
+def _ties(override: str) -> list:
+    code = HEAD + textwrap.indent(textwrap.dedent(override), "    ")
+    return TieSources(cst.parse_module(code)).ties("TernForCausalLM")
+
+
+def test_a_tie_through_local_names_and_method_chains_is_read_with_its_gate():
+    ties = _ties(
+        """
+        def tie_weights(self):
+            output_embeddings = self.get_output_embeddings()
+            if output_embeddings is not None and getattr(self.config, "tie_word_embeddings", True):
+                word_embeddings = self.get_decoder().get_input_embeddings()
+                self._tie_or_clone_weights(output_embeddings, word_embeddings)
+        """
+    )
+    assert resolve(ties, "lm_head.weight") == ([("lm_head.weight", "model.decoder.tokens.weight")], None)
+    # the entry that names the source gives the same tie
+    assert resolve(ties, "model.decoder.tokens.weight") == ([("lm_head.weight", "model.decoder.tokens.weight")], None)
+
+
+def test_without_the_gate_the_tie_is_ungated_and_refused():
+    ties = _ties(
+        """
+        def tie_weights(self):
+            head = self.get_output_embeddings()
+            head.weight = self.model.decoder.get_input_embeddings().weight
+        """
+    )
+    pairs, why = resolve(ties, "lm_head.weight")
+    assert pairs == [] and "whatever `config.tie_word_embeddings` says" in why
+
+
+def test_a_name_bound_twice_is_not_read_as_either_value():
+    ties = _ties(
+        """
+        def tie_weights(self):
+            source = self.model.decoder.tokens
+            if self.config.tie_word_embeddings:
+                source = self.model.decoder.get_input_embeddings()
+                self._tie_or_clone_weights(self.lm_head, source)
+        """
+    )
+    pairs, why = resolve(ties, "lm_head.weight")
+    assert pairs == [] and "overrides `tie_weights`" in why
+
+
+def test_statements_after_self_is_rebound_are_not_read():
+    ties = _ties(
+        """
+        def tie_weights(self):
+            if self.config.tie_word_embeddings:
+                self = getattr(self, self.base_model_prefix)
+                self._tie_or_clone_weights(self.lm_head, self.decoder.tokens)
+        """
+    )
+    pairs, why = resolve(ties, "lm_head.weight")
+    assert pairs == [] and "overrides `tie_weights`" in why
+
+
+def test_a_module_handed_only_under_a_config_test_names_the_test():
+    """fixtures/5/CM420/conditional_refused.py: the entry's source depends on `config.share_embeddings`."""
+    from pathlib import Path
+
+    code = (Path(__file__).resolve().parent.parent / "fixtures/5/CM420/conditional_refused.py").read_text()
+    pairs, why = resolve(TieSources(cst.parse_module(code)).ties("AukModel"), "encoder.tokens.weight")
+    assert pairs == []
+    assert "only when `config.share_embeddings` is true" in why and "before `self.post_init()`" in why
