@@ -50,7 +50,7 @@ root = Path(transformers.__file__).parent
 for key in pairs:
     module, _, name = key.partition(":")
     try:
-        mod = importlib.import_module("transformers." + module)
+        mod = importlib.import_module("transformers" + ("." + module if module else ""))
         if name:
             getattr(mod, name)
         result[key] = "ok"
@@ -167,7 +167,7 @@ def main(argv=None) -> int:
     head = ["import", *releases, *runs]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in shown:
-        what = f"`{row['module']}:{row['name']}`" if row["name"] else f"`{row['module']}`"
+        what = f"`{row['module'] or 'transformers'}:{row['name']}`" if row["name"] else f"`{row['module']}`"
         cells = [what, *(str(row["files"][r]) for r in releases), *row["runtimes"].values()]
         lines.append("| " + " | ".join(cells) + " |")
     versions = ", ".join(f"{k}={v['version']}" for k, v in runs.items())
