@@ -252,13 +252,15 @@ def test_vendored_helpers_go_before_a_module_level_statement_that_uses_them():
 @pytest.mark.parametrize(
     "head, expected",
     [
-        ("from torch import nn\n", ["import torch"]),
-        ("import torch\n", []),
-        ("import torch.nn\n", []),  # binds `torch`
-        ("import torch as th\n", ["import torch"]),
+        ("from torch import nn\n", ["activations:ACT2FN", "import torch"]),
+        ("import torch\n", ["activations:ACT2FN"]),
+        ("import torch.nn\n", ["activations:ACT2FN"]),  # binds `torch`
+        ("import torch as th\n", ["activations:ACT2FN", "import torch"]),
+        # the vendor file's `from transformers.activations import ACT2FN`: not again where the file binds the name
+        ("import torch\nfrom ...activations import ACT2FN\n", []),
     ],
 )
-def test_vendored_helpers_bring_the_plain_imports_they_read(head, expected):
+def test_vendored_helpers_bring_the_imports_they_read(head, expected):
     module = cst.parse_module(head + "\n\nclass A:\n    pass\n")
     assert helper_imports(module, [("sequence_summary:SequenceSummary", None)]) == expected
 

@@ -10,6 +10,7 @@ from .cache_edits import EditCacheConsumer
 from .drop_import import DropImport
 from .insert_statements import InsertStatements
 from .pass_argument import PassArgument
+from .post_init import CallPostInit
 from .refuse_parameter import RefuseParameter
 from .refuse_passed_with import RefusePassedWith
 from .refuse_signature import RefuseSignature
@@ -39,6 +40,7 @@ ACTIONS: dict[str, type[Action]] = {
         RenameParameter,
         AddBaseClass,
         DropImport,
+        CallPostInit,
         ReplaceClassStatements,
         TieWeightsMapping,
         TieWeightsKeywords,

@@ -100,6 +100,10 @@ class Action:
         """The rule's ``helpers`` (vendored definitions) that its edits use: all of them once it made any."""
         return list(self.rule.helpers) if self.edits else []
 
+    def imports_needed(self) -> list[str]:
+        """The imports its edits need (``plan_imports`` entries): the rule's ``imports`` once it made any."""
+        return list(self.rule.imports) if self.edits else []
+
     def finalize(self, edits: Sequence[Edit]) -> None:
         """Called once every rule has planned, with all their edits: a last adjustment of this action's own."""
 

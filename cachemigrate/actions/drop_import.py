@@ -1,6 +1,9 @@
 """``drop_import``: take names out of the file's imports of a transformers module that a newer release removed
 (``from ...modeling_utils import PreTrainedModel, SequenceSummary``), when the rule vendors a definition of each
-(its ``helpers``): the vendored one is inserted under the same name, so the code that uses it is unchanged.
+(its ``helpers``): the vendored one is inserted under the same name, so the code that uses it is unchanged. A name
+of ``moved`` (name -> the transformers module it lives in now) is dropped too, and imported from its new module
+(``from ...modeling_utils import apply_chunking_to_forward`` -> ``from ...pytorch_utils import
+apply_chunking_to_forward``) in the file's own import style, where the imports of the applied rules go.
 
 Only top-level ``from`` imports are edited, relative (``from ...x import``) or absolute (``from transformers.x
 import``); a name imported under another name (``as``) is left alone. An import that loses every name goes."""
@@ -18,13 +21,22 @@ class DropImport(Action):
     name = "drop_import"
     PARAMS = {
         "module": (str, True, 'the transformers module, relative to the package, e.g. "modeling_attn_mask_utils"'),
-        "names": (list, False, 'the names to drop (default ["*"]: every name the rule vendors)'),
+        "names": (list, False, 'the names to drop (default ["*"]: every name the rule vendors or moves)'),
+        "moved": (dict, False, 'names -> the transformers module each lives in now, e.g. {Conv1D = "pytorch_utils"}'),
     }
 
     @classmethod
     def check_params(cls, rule, check) -> None:
-        if not rule.helpers:
-            raise check.fail("helpers", "the vendored definitions that replace the dropped names", [])
+        moved = rule.params.get("moved", {})
+        for name, target in moved.items():
+            if not isinstance(target, str) or not target or target.startswith("."):
+                raise check.fail(f"params.moved.{name}", 'a transformers module, e.g. "pytorch_utils"', target)
+        vendored = {entry.partition(":")[2] for entry in rule.helpers}
+        both = sorted(vendored & set(moved))
+        if both:
+            raise check.fail("params.moved", "names the rule does not also vendor (its `helpers`)", both[0])
+        if not rule.helpers and not moved:
+            raise check.fail("helpers", "the vendored definitions that replace the dropped names (or params.moved)", [])
 
     def __init__(self, rule, ctx) -> None:
         super().__init__(rule, ctx)
@@ -35,7 +47,7 @@ class DropImport(Action):
 
     def plan(self, module: cst.Module) -> list:
         wanted = self.param("names", ["*"])
-        vendored = self._vendored()
+        vendored = {**self._vendored(), **self.param("moved", {})}
         source = self.param("module")
         for stmt in module.body:
             if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
@@ -68,7 +80,16 @@ class DropImport(Action):
 
     def helpers_needed(self) -> list[str]:
         vendored = self._vendored()
-        return [vendored[name] for name in self.dropped]
+        return [vendored[name] for name in self.dropped if name in vendored]
+
+    def imports_needed(self) -> list[str]:
+        """The rule's ``imports`` once it vendored a name, and each moved name it dropped, from its new module."""
+        moved = self.param("moved", {})
+        vendors = any(name not in moved for name in self.dropped)
+        return [
+            *(self.rule.imports if vendors else ()),
+            *(f"{moved[name]}:{name}" for name in self.dropped if name in moved),
+        ]
 
 
 def _without(node: cst.ImportFrom, gone: set[str]) -> cst.ImportFrom:

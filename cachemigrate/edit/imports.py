@@ -98,21 +98,46 @@ class _Head:
                 changed = node is not original
                 if changed or pending:
                     build = _rebuilt(original, node, self.separate.get(id(node))) if changed else None
-                    edits.append(_splice(module, position, pending, original if changed else None, build))
+                    before = self.original[position - 1] if position else None
+                    edits.append(_splice(module, position, pending, original if changed else None, build, before))
                 pending = []
                 position += 1
             else:
                 pending.append(node)
         if pending:
-            edits.append(_splice(module, position, pending, None, None))
+            before = self.original[position - 1] if position else None
+            edits.append(_splice(module, position, pending, None, None, before))
         return edits
 
 
-def _splice(module, index, inserted, original, build) -> Splice:
+def _splice(module, index, inserted, original, build, before=None) -> Splice:
     statements = list(inserted)
+
+    def new(resolve) -> list[cst.CSTNode]:
+        return _heading(statements, before, resolve)
+
     if original is None:
-        return Splice(IMPORTS_RULE, module, index, 0, lambda _r: statements, ())
-    return Splice(IMPORTS_RULE, module, index, 1, lambda r: [*statements, *build(r)], ())
+        return Splice(IMPORTS_RULE, module, index, 0, new, ())
+    return Splice(IMPORTS_RULE, module, index, 1, lambda r: [*new(r), *build(r)], ())
+
+
+def _heading(statements: list[cst.CSTNode], before: cst.CSTNode | None, resolve) -> list[cst.CSTNode]:
+    """The new statements, the first taking the blank lines of the import right before them when another rule
+    removed that one (a ``drop_import`` of a whole statement that began a group): the group keeps its
+    separation."""
+    if not statements or before is None or not _is_import_line(before) or resolve.statements([before]):
+        return statements
+    blanks = [line for line in before.leading_lines if line.comment is None]
+    if not blanks or any(line.comment is None for line in statements[0].leading_lines):
+        return statements
+    first = statements[0].with_changes(leading_lines=[*blanks, *statements[0].leading_lines])
+    return [first, *statements[1:]]
+
+
+def _is_import_line(stmt: cst.CSTNode) -> bool:
+    return isinstance(stmt, cst.SimpleStatementLine) and all(
+        isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body
+    )
 
 
 def _rebuilt(original: cst.CSTNode, node: cst.CSTNode, separate: cst.CSTNode | None):

@@ -99,7 +99,7 @@ def load_era(path: Path, parent: Era | None = None) -> Era:
             cases=tuple(cases),
             default=check.get(f"{prefix}.default", str, "a string", None),
         )
-    check.unknown({"names", "imports", "methods", "config_defaults"}, "removed") if "removed" in data else None
+    check.unknown({"names", "imports", "methods", "config_defaults", "instead"}, "removed") if "removed" in data else None
     inherited = parent is not None
     return Era(
         name=check.get("era", str, 'the era name as a string, e.g. "4.52"'),

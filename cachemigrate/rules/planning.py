@@ -154,7 +154,7 @@ def _planned(
         matched[rule.id] = action.changes or len(action.edits)
         if rule.notice:
             notes.extend(_notices(rule, action.edits, path, locate))
-        imports.extend(name for name in rule.imports if name not in imports)
+        imports.extend(name for name in action.imports_needed() if name not in imports)
     elif rule.required and action.ctx.functions and not action.ctx.diagnostics:  # one that said why: not twice
         functions = sorted(action.ctx.functions)
         where = locate(info.functions[functions[0]].node)

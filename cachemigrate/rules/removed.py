@@ -1,16 +1,19 @@
 """What a migrated file would still use that its era's runtime removed (``[removed]`` of ``era.toml``): imports of
 modules or names transformers deleted, and ``self.<method>(...)`` calls of ``PreTrainedModel`` methods it deleted
 that the file does not define itself. Such a file would not import or run where it is meant to: it is reported
-(CM908) and left unchanged."""
+(CM908) and left unchanged, with what to do instead where ``[removed.instead]`` of the era (or of the nearest era it
+extends that says) has advice for the entry."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import libcst as cst
 import libcst.matchers as m
 
 from .. import diagnostics as codes
 from ..diagnostics import Diagnostic
-from .eras import removed_entry
+from .eras import _era_table, lineage, removed_entry
 from .schema import Era
 from ..traverse import findall
 
@@ -60,6 +63,19 @@ def _defined_methods(module: cst.Module) -> set[str]:
     }
 
 
+def removed_advice(era: Era) -> dict[str, str]:
+    """``[removed.instead]`` of the era and the eras it extends, per ``[removed] imports`` entry: what the user can
+    do instead (the nearest era's word wins)."""
+    root = Path(era.path).parent.parent
+    advice: dict[str, str] = {}
+    for name in reversed(lineage(era.name, root)):
+        removed = _era_table(root / name / "era.toml").get("removed", {})
+        table = removed.get("instead") if isinstance(removed, dict) else None
+        if isinstance(table, dict):
+            advice.update({key: value for key, value in table.items() if isinstance(value, str)})
+    return advice
+
+
 def removed_uses(original: cst.Module, migrated: cst.Module, era: Era, path: str, locate) -> list[Diagnostic]:
     """CM908 for each import and method call of the migrated file that the era's runtime no longer has, located in
     the original file."""
@@ -67,6 +83,7 @@ def removed_uses(original: cst.Module, migrated: cst.Module, era: Era, path: str
     if not removed.imports and not removed.methods:
         return []
     originals = {(source, name): node for source, name, node in imported(original)}
+    advice = removed_advice(era) if era.path is not None else {}
     result = []
     for source, name, node in imported(migrated):
         entry = removed_entry(source, name, removed.imports)
@@ -83,7 +100,8 @@ def removed_uses(original: cst.Module, migrated: cst.Module, era: Era, path: str
                 codes.REMOVED_API,
                 f"the file imports {what}, which transformers {era.runtime} (era {era.name}) no longer has, and no "
                 "rule of the era replaces it; the migrated file would not import there, so the file was left "
-                "unchanged. Replace it by hand (or add a rule that vendors it)",
+                "unchanged. "
+                + (f"Instead: {advice[entry]}" if entry in advice else "Replace it by hand (or add a rule that vendors it)"),
             )
         )
     defined = _defined_methods(migrated)

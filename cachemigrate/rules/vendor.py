@@ -104,23 +104,29 @@ def closure(entries: Iterable[tuple[str, Path | None]]) -> list[tuple[str, str]]
 
 
 @functools.lru_cache(maxsize=None)
-def _plain_imports(path: Path) -> dict[str, str]:
-    """Name bound by a top-level ``import X`` (or ``import X.y``) of a vendor file -> ``X``; aliased imports are
-    not followed (the vendor files write ``import torch``)."""
+def _vendor_imports(path: Path) -> dict[str, str]:
+    """Name bound by a top-level import of a vendor file -> the ``plan_imports`` entry that binds it in a migrated
+    file: ``import X`` (or ``import X.y``) -> ``"import X"``; ``from transformers.m import N`` -> ``"m:N"`` (in the
+    file's own import style, relative inside the package). Aliased imports are not followed."""
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
     found = {}
     for node in tree.body:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.asname is None:
-                    found[alias.name.split(".")[0]] = alias.name.split(".")[0]
+                    found[alias.name.split(".")[0]] = "import " + alias.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").startswith("transformers."):
+            for alias in node.names:
+                if alias.asname is None and alias.name != "*":
+                    found[alias.name] = f"{node.module[len('transformers.'):]}:{alias.name}"
     return found
 
 
 def helper_imports(module: cst.Module, entries: list[tuple[str, Path | None]]) -> list[str]:
-    """``import X`` entries (for ``plan_imports``) of the modules that the vendored definitions to insert read, as
-    their vendor file imports them (``import torch``), where the file does not bind the name at its top level: a
-    file with only ``from torch import nn`` gets ``import torch`` for a vendored ``torch.nn.Module``."""
+    """The imports (``plan_imports`` entries) of what the vendored definitions to insert read, as their vendor file
+    imports it (``import torch``, ``from transformers.pytorch_utils import Conv1D``), where the file does not bind
+    the name at its top level: a file with only ``from torch import nn`` gets ``import torch`` for a vendored
+    ``torch.nn.Module``, one that vendors ``prune_conv1d_layer`` gets ``Conv1D`` from ``pytorch_utils``."""
     if not entries:
         return []
     defined = set().union(*(_top_level_names(s) for s in module.body)) if module.body else set()
@@ -128,12 +134,12 @@ def helper_imports(module: cst.Module, entries: list[tuple[str, Path | None]]) -
     chosen = {name for name, _ in closure(entries) if name not in defined}  # as plan_helpers chooses them
     needed: list[str] = []
     for path in dict.fromkeys(vendor_file(e.partition(":")[0], p) for e, p in entries):
-        imports = _plain_imports(path)
+        imports = _vendor_imports(path)
         for name, (_, reads) in _definitions(path).items():
             if name in chosen:
                 for read in sorted(reads & set(imports) - bound):
-                    if f"import {imports[read]}" not in needed:
-                        needed.append(f"import {imports[read]}")
+                    if imports[read] not in needed:
+                        needed.append(imports[read])
     return needed
 
 
