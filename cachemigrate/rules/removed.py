@@ -101,7 +101,12 @@ def removed_uses(original: cst.Module, migrated: cst.Module, era: Era, path: str
                 f"the file imports {what}, which transformers {era.runtime} (era {era.name}) no longer has, and no "
                 "rule of the era replaces it; the migrated file would not import there, so the file was left "
                 "unchanged. "
-                + (f"Instead: {advice[entry]}" if entry in advice else "Replace it by hand (or add a rule that vendors it)"),
+                + (
+                    f"Instead: {advice[entry]}"
+                    if entry in advice
+                    else "Import it from where that runtime defines it, or copy its definition into the file; or "
+                    "migrate the file for an era whose runtime still has it"
+                ),
             )
         )
     defined = _defined_methods(migrated)
@@ -121,7 +126,9 @@ def removed_uses(original: cst.Module, migrated: cst.Module, era: Era, path: str
                     codes.REMOVED_API,
                     f"`self.{method}(...)`: transformers {era.runtime} (era {era.name}) no longer has "
                     f"`PreTrainedModel.{method}`, and no rule of the era adds it; the migrated file would fail "
-                    "there, so the file was left unchanged. Define the method in the file (or add a rule for it)",
+                    "there, so the file was left unchanged. Define the method in the file (the body it had in the "
+                    "transformers release the file was written for), or migrate the file for an era whose runtime "
+                    "still has it",
                 )
             )
     return result
