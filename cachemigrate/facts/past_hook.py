@@ -11,8 +11,8 @@ import dataclasses
 import libcst as cst
 import libcst.matchers as m
 
-from .analysis import FunctionInfo, ModuleInfo
 from ..traverse import findall
+from .analysis import FunctionInfo, ModuleInfo
 
 GENERATION_HOOKS = frozenset({"prepare_inputs_for_generation"})
 

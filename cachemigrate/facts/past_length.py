@@ -18,10 +18,10 @@ import libcst.matchers as m
 from .. import diagnostics as codes
 from ..diagnostics import Diagnostic
 from ..excerpts import source_line
+from ..traverse import findall
 from ..views.ranks import int_literal
 from .analysis import Locator, ModuleInfo
 from .layout import TensorLayout
-from ..traverse import findall
 
 _NAMES = {"b": "batch", "h": "heads", "s": "sequence", "d": "head_dim", "b*h": "batch x heads"}
 
