@@ -5,7 +5,7 @@ one checkout, and compared with another's.
     python bench/equality.py compare OLD.json NEW.json [--common]
 
 ``record`` migrates, in the checkout ``--repo`` (default: this one), every ``modeling_*.py`` the CLI would take
-under each ``--tree`` (era 4.52, tier dynamic) and every ``*before.py``/``*nomatch.py`` of the fixtures (the
+under each ``--tree`` (era 4.52, or each ``--era``; tier dynamic) and every ``*before.py``/``*nomatch.py`` of the fixtures (the
 fixture's era, every tier), in memory, and records per file and tier: the status, a hash of the migrated text,
 the diagnostics (file:line:column, code, message) and the matches per rule. ``compare`` prints every difference
 and exits 1 if there is one. Run ``record`` at the base commit (``git worktree add /tmp/base <commit>``, then
@@ -26,7 +26,9 @@ TIERS = ("dynamic", "static", "upstream")
 _WORKER: dict = {}
 
 
-def _jobs(trees: list[Path], fixtures: Path | None, repo: Path) -> list[tuple[str, str, str, str]]:
+def _jobs(
+    trees: list[Path], fixtures: Path | None, repo: Path, eras: tuple[str, ...] = ("4.52",)
+) -> list[tuple[str, str, str, str]]:
     """(label, path, era, tier) for every file to migrate."""
     sys.path.insert(0, str(repo))
     try:
@@ -37,7 +39,8 @@ def _jobs(trees: list[Path], fixtures: Path | None, repo: Path) -> list[tuple[st
     jobs = []
     for tree in trees:
         for path in sorted(str(p) for p in collect([tree], Selection())):
-            jobs.append((path, path, "4.52", "dynamic"))
+            for era in eras:
+                jobs.append((path, path, era, "dynamic"))
     if fixtures is not None:
         for era in ("4.52", "4.56", "5"):
             for path in sorted((fixtures / era).rglob("*.py")):
@@ -80,7 +83,7 @@ def _init(repo: str) -> None:
 def record(args: argparse.Namespace) -> int:
     repo = args.repo.resolve()
     fixtures = repo / "fixtures" if args.fixtures else None
-    jobs = _jobs([t.resolve() for t in args.tree], fixtures, repo)
+    jobs = _jobs([t.resolve() for t in args.tree], fixtures, repo, tuple(args.era or ["4.52"]))
     if args.every > 1:  # a sample: every n-th job, the same for every checkout
         jobs = jobs[:: args.every]
     commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
@@ -149,6 +152,7 @@ def main() -> int:
     rec.add_argument("--repo", type=Path, default=Path(__file__).resolve().parent.parent)
     rec.add_argument("--tree", type=Path, action="append", default=[])
     rec.add_argument("--fixtures", action="store_true")
+    rec.add_argument("--era", action="append", help="an era for the trees' files (repeatable; default 4.52)")
     rec.add_argument("-j", "--jobs", type=int, default=1)
     rec.add_argument("--every", type=int, default=1, help="a sample: every n-th file")
     cmp = commands.add_parser("compare")

@@ -11,7 +11,8 @@ order libcst visits them (recorded once per node type from libcst itself), and n
 - :func:`children` is ``node.children``;
 - :func:`findall` is ``libcst.matchers.findall`` without metadata (the same nodes in the same order), and only
   tries the matcher on nodes of the types it can match; below a node of the tree given to :func:`index` (the
-  file's original module) it reads them from that index instead of walking.
+  file's original module) it reads them from that index instead of walking, and in a tree built from it (the
+  edited module) it walks only the nodes that are not the original's.
 """
 
 from __future__ import annotations
@@ -167,13 +168,34 @@ def index(root: CSTNode) -> None:
     _INDEX[:] = [_Index(root)]
 
 
+def _mixed(tree: CSTNode, kinds: frozenset[str] | None, indexed: _Index) -> list[CSTNode]:
+    """The nodes of ``tree`` of those types in pre-order, where ``tree`` is not indexed but may hold indexed
+    subtrees (an edited module keeps every original node no edit touched): those are slices of the index, only
+    the new nodes are walked."""
+    found: list[CSTNode] = []
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if node in indexed.spans:
+            found.extend(indexed.candidates(node, kinds) or ())
+            continue
+        if kinds is None or type(node).__name__ in kinds:
+            found.append(node)
+        below = children(node)
+        below.reverse()
+        stack.extend(below)
+    return found
+
+
 def findall(tree: object, matcher: object) -> list[CSTNode]:
     """``libcst.matchers.findall(tree, matcher)``: every node of ``tree`` (itself included) that matches."""
     if not isinstance(tree, CSTNode) or isinstance(matcher, (m.AtLeastN, m.AtMostN)):
         return []
     kinds = _kinds(matcher)
-    candidates = _INDEX[0].candidates(tree, kinds) if _INDEX else None
-    if candidates is not None:
+    if _INDEX:
+        candidates = _INDEX[0].candidates(tree, kinds)
+        if candidates is None:  # a tree built from the original one (the migrated module): its original subtrees
+            candidates = _mixed(tree, kinds, _INDEX[0])
         return [node for node in candidates if _matches(node, matcher, _NO_METADATA) is not None]
     if kinds is None:
         return [node for node in nodes(tree) if _matches(node, matcher, _NO_METADATA) is not None]

@@ -289,7 +289,9 @@ def analyze(module: cst.Module, cache_names: Sequence[str], only: set[str] | Non
 
     Metadata is computed per function that has a cache parameter (parents only), never for the whole file;
     positions are resolved later, and only for what is reported (:class:`Locator`). With ``only`` (qualified
-    names), the uses of just those functions are collected."""
+    names), the uses of just those functions are collected, and nothing else: no roles, no module globals (the
+    re-check of the edited functions, :func:`cachemigrate.proof.leftovers.leftover_diagnostics`, reads their uses
+    only; the library facts behind the roles each cost a walk of the module)."""
     structure = _Structure(cache_names)
     structure.run(module)
     for info, node in structure.function_nodes:
@@ -300,6 +302,8 @@ def analyze(module: cst.Module, cache_names: Sequence[str], only: set[str] | Non
         collector = _UseCollector(parents(cst.Module(body=[node])), info, names)
         walk(node.body, collector)
         info.cache_names = set(collector.names)
+    if only is not None:
+        return ModuleInfo(structure.classes, structure.functions, {})
     for model, (attribute, layer) in single_layers(structure.classes).items():
         structure.classes[model].single_layers = {attribute: layer}
     roles = assign_roles(structure.classes)

@@ -185,16 +185,16 @@ def _concatenations_of(function: cst.FunctionDef, cache: str) -> list[cst.Call]:
     derived = {cache}
 
     def reads(node: cst.CSTNode) -> bool:
-        return any(n.value in derived for n in m.findall(node, m.Name()))
+        return any(n.value in derived for n in findall(node, m.Name()))
 
     for small in iter_small_statements(function.body):
         if isinstance(small, cst.Assign) and reads(small.value):
             for target in small.targets:
-                derived.update(n.value for n in m.findall(target.target, m.Name()))
+                derived.update(n.value for n in findall(target.target, m.Name()))
     cat = m.Call(
         func=m.Attribute(value=m.Name("torch"), attr=m.Name("cat") | m.Name("concat") | m.Name("concatenate"))
     )
-    return [call for call in m.findall(function, cat) if call.args and reads(call.args[0].value)]
+    return [call for call in findall(function, cat) if call.args and reads(call.args[0].value)]
 
 
 def _inputs_cached(function: cst.FunctionDef, concatenations: list[cst.Call]) -> tuple[cst.Call, str] | None:
@@ -203,7 +203,7 @@ def _inputs_cached(function: cst.FunctionDef, concatenations: list[cst.Call]) ->
     and values."""
     params = function.params
     names = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
-    rebound = {n.value for a in m.findall(function, m.AssignTarget()) for n in m.findall(a.target, m.Name())}
+    rebound = {n.value for a in findall(function, m.AssignTarget()) for n in findall(a.target, m.Name())}
     for call in concatenations:
         value = call.args[0].value
         if not isinstance(value, (cst.List, cst.Tuple)):

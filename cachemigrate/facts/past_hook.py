@@ -11,6 +11,7 @@ import dataclasses
 import libcst as cst
 import libcst.matchers as m
 
+from ..traverse import findall
 from .analysis import FunctionInfo, ModuleInfo
 
 GENERATION_HOOKS = frozenset({"prepare_inputs_for_generation"})
@@ -31,7 +32,7 @@ def past_hooks(info: ModuleInfo) -> list[PastHook]:
             continue
         handed = [
             element
-            for element in m.findall(fn.node, m.DictElement(key=m.SimpleString(), value=m.Name("past")))
+            for element in findall(fn.node, m.DictElement(key=m.SimpleString(), value=m.Name("past")))
             if element.key.evaluated_value == "past_key_values"
         ]
         if handed:

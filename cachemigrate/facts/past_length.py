@@ -18,6 +18,7 @@ import libcst.matchers as m
 from .. import diagnostics as codes
 from ..diagnostics import Diagnostic
 from ..excerpts import source_line
+from ..traverse import findall
 from ..views.ranks import int_literal
 from .analysis import Locator, ModuleInfo
 from .layout import TensorLayout
@@ -30,12 +31,12 @@ def _reads(fn) -> list[tuple[cst.CSTNode, str, int]]:
     caches = fn.cache_names or set(fn.cache_params)
     first = m.Subscript(value=m.Subscript(value=m.Name(m.MatchIfTrue(lambda name: name in caches))))
     found = []
-    for node in m.findall(fn.node, m.Subscript(value=m.Attribute(value=first, attr=m.Name("shape")))):
+    for node in findall(fn.node, m.Subscript(value=m.Attribute(value=first, attr=m.Name("shape")))):
         if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
             axis = int_literal(node.slice[0].slice.value)
             if axis is not None:
                 found.append((node, node.value.value.value.value.value, axis))
-    for node in m.findall(fn.node, m.Call(func=m.Attribute(value=first, attr=m.Name("size")), args=[m.Arg()])):
+    for node in findall(fn.node, m.Call(func=m.Attribute(value=first, attr=m.Name("size")), args=[m.Arg()])):
         axis = int_literal(node.args[0].value)
         if axis is not None:
             found.append((node, node.func.value.value.value.value, axis))
@@ -49,7 +50,7 @@ def _shape_checks(fn) -> set[cst.CSTNode]:
     """Reads compared with another tensor's size (``past[0][0].shape[0] == input_ids.shape[0]``): a test of which
     layout a past is in (its batch axis), not a length the code computes with."""
     checked = set()
-    for comparison in m.findall(fn.node, m.Comparison()):
+    for comparison in findall(fn.node, m.Comparison()):
         operands = [comparison.left, *(target.comparator for target in comparison.comparisons)]
         shapes = [operand for operand in operands if m.matches(operand, _SHAPE_READ)]
         if len(shapes) >= 2:

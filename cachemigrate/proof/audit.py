@@ -6,8 +6,8 @@ segments, and the migrated text must be those segments, in order and byte for by
 them where a claim was. A statement deleted, moved or altered anywhere else, a comment lost, a line ending
 changed: each breaks a frozen segment, and the engine refuses the result.
 
-Offsets are computed per top-level statement (a class, a function), only for those that hold claims, so the
-proof does not pay for a position pass over the whole file.
+Offsets are recorded while each top-level statement's text is generated (:class:`_Spans`), in the one pass that
+finds where each statement starts; no position metadata is resolved.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import dataclasses
 from typing import Iterable, Sequence
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, WhitespaceInclusivePositionProvider
+from libcst._nodes.internal import CodegenState
 
 from ..edit.edits import Edit, Rename, Replace
 
@@ -37,6 +37,34 @@ class Violation:
         return f"line {self.line} (`{self.excerpt}`) changed although no rule claimed it"
 
 
+class _Spans(CodegenState):
+    """Code generation that records each node's character span in the text it generates, whitespace and comments
+    it owns included: what libcst's ``WhitespaceInclusivePositionProvider`` computes as lines and columns, without
+    its metadata pass (a walk of the tree) and without a second generation of the text."""
+
+    def __init__(self, default_indent: str, default_newline: str) -> None:
+        super().__init__(default_indent=default_indent, default_newline=default_newline)
+        self.length = 0
+        self.spans: dict[cst.CSTNode, tuple[int, int]] = {}
+        self.starts: list[int] = []
+
+    def add_indent_tokens(self) -> None:
+        self.tokens.extend(self.indent_tokens)
+        self.length += sum(map(len, self.indent_tokens))
+
+    def add_token(self, value: str) -> None:
+        self.tokens.append(value)
+        self.length += len(value)
+
+    def before_codegen(self, node: cst.CSTNode) -> None:
+        self.starts.append(self.length)
+
+    def after_codegen(self, node: cst.CSTNode) -> None:
+        start = self.starts.pop()
+        if node not in self.spans:  # a node object in two places: the first one, as libcst's provider keeps it
+            self.spans[node] = (start, self.length)
+
+
 class Offsets:
     """Character offsets of original nodes of ``module`` (whose code is the original text)."""
 
@@ -47,15 +75,15 @@ class Offsets:
         self.starts: list[int] = []
         offset = sum(map(len, pieces))
         self.tops = list(module.body)
-        self.texts: list[str] = []
-        for stmt in self.tops:
-            text = module.code_for_node(stmt)
+        self._spans: list[dict[cst.CSTNode, tuple[int, int]]] = []
+        for stmt in self.tops:  # each top-level statement generated on its own, as code_for_node does
+            state = _Spans(module.default_indent, module.default_newline)
+            stmt._codegen(state)
             self.starts.append(offset)
-            self.texts.append(text)
-            offset += len(text)
+            self._spans.append(state.spans)
+            offset += state.length
         self.body_end = min(offset, len(self.code))
         self._index = {stmt: i for i, stmt in enumerate(self.tops)}
-        self._positions: dict[int, tuple] = {}
 
     def _top(self, node: cst.CSTNode, path: Sequence[cst.CSTNode]) -> int:
         for candidate in (*path[1:2], node):
@@ -63,39 +91,14 @@ class Offsets:
                 return self._index[candidate]
         raise LookupError("the node is not inside a top-level statement of the original module")
 
-    def _resolved(self, index: int):
-        if index not in self._positions:
-            stmt = self.tops[index]
-            wrapper = MetadataWrapper(
-                cst.Module(
-                    body=[stmt],
-                    default_indent=self.module.default_indent,
-                    default_newline=self.module.default_newline,
-                ),
-                unsafe_skip_copy=True,
-            )
-            text = self.texts[index]
-            line_starts = [0]
-            for number, char in enumerate(text):
-                if char == "\n":
-                    line_starts.append(number + 1)
-            self._positions[index] = (wrapper.resolve(WhitespaceInclusivePositionProvider), line_starts)
-        return self._positions[index]
-
     def span(self, node: cst.CSTNode, path: Sequence[cst.CSTNode]) -> tuple[int, int]:
         """(start, end) of ``node`` with the whitespace and comments it owns (a statement's leading lines)."""
         if node is self.module:
             return 0, len(self.code)
         index = self._top(node, path)
-        positions, line_starts = self._resolved(index)
-        where = positions[node]
+        start, end = self._spans[index][node]
         base = self.starts[index]
-
-        def offset(position) -> int:
-            line = min(position.line - 1, len(line_starts) - 1)
-            return min(base + line_starts[line] + position.column, len(self.code))
-
-        return offset(where.start), offset(where.end)
+        return min(base + start, len(self.code)), min(base + end, len(self.code))
 
     def insertion_point(self, block: cst.CSTNode, index: int, path: Sequence[cst.CSTNode]) -> int:
         body = list(block.body)
