@@ -45,19 +45,26 @@ def test_out_of_place_rebound_or_other_names_get_no_note(code):
     assert in_place_input_notes("m.py", code, ">=5.0") == []
 
 
-def test_the_command_line_adds_the_note_for_era_5_only(tmp_path):
+def test_the_command_line_notes_what_no_rule_rewrites_for_era_5_only(tmp_path):
+    """``position_ids += x`` is rewritten out of place by CM423 in era 5 (no note left); ``position_ids.add_(x)``,
+    which no rule rewrites, gets the note there; era 4.56 (a 4.x runtime) neither."""
     from pathlib import Path
 
     legacy = (Path(__file__).resolve().parent.parent / "fixtures" / "4.52" / "full" / "before.py").read_text()
-    code = legacy + EMBEDDING.format(update="+= self.offset")
-    notes = {}
+    outputs = {}
     for era in ("4.56", "5"):
-        path = tmp_path / era / "modeling_toy.py"
-        path.parent.mkdir()
-        path.write_text(code)
-        result = CliRunner().invoke(main, ["migrate", "--era", era, "--no-cache", str(path)])
-        assert result.exit_code == 0, result.output
-        assert "migrated" in result.output
-        notes[era] = [line for line in result.output.splitlines() if "CM914" in line]
-    assert notes["4.56"] == []
-    assert len(notes["5"]) == 1 and "position_ids += self.offset" in notes["5"][0]
+        for kind, update in enumerate(("+= self.offset", ".add_(2)")):
+            path = tmp_path / era / str(kind) / "modeling_toy.py"
+            path.parent.mkdir(parents=True)
+            path.write_text(legacy + EMBEDDING.format(update=update))
+            result = CliRunner().invoke(main, ["migrate", "--era", era, "--no-cache", str(path)])
+            assert result.exit_code == 0, result.output
+            assert "migrated" in result.output
+            notes = [line for line in result.output.splitlines() if "CM914" in line]
+            outputs[era, update] = (notes, path.read_text())
+    assert all(notes == [] for (era, _), (notes, _) in outputs.items() if era == "4.56")
+    assert "position_ids += self.offset" in outputs["4.56", "+= self.offset"][1]
+    notes, text = outputs["5", "+= self.offset"]
+    assert notes == [] and "position_ids = position_ids + self.offset" in text  # CM423
+    notes, text = outputs["5", ".add_(2)"]
+    assert len(notes) == 1 and "position_ids.add_(2)" in notes[0] and ".add_(2)" in text

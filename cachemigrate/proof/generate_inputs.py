@@ -6,7 +6,9 @@ its ``model_kwargs`` and extends them from their last value at each step (``_upd
 (``position_ids += self.offset``, ``position_ids.add_(2)``) therefore shifts generate's own copy too, and the
 positions drift by that much at every step: the logits of one call are right, the generated tokens are not. The
 original file does the same on that runtime (it cannot run there at all), so this is a note, not a refusal: it
-names the statement and the out-of-place spelling that keeps the caller's tensor.
+names the statement and the out-of-place spelling that keeps the caller's tensor. ``position_ids += x`` in a
+``forward`` is rewritten out of place by rule CM423 (era 5, so portable too) and gets no note; what no rule
+rewrites (``.add_(...)``, the other inputs) is noted.
 
 Only :mod:`ast`: this runs in the command line's process, after the engine, for the eras whose runtime is 5.x.
 """
