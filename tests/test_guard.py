@@ -64,9 +64,29 @@ def test_nesting_within_the_limit_is_migrated(tmp_path):
 
 
 def test_a_recursion_error_in_the_engine_is_a_diagnostic(tmp_path, monkeypatch):
-    """Should the limit let through more than the engine can take, the file still gets a diagnostic."""
-    monkeypatch.setattr(guard, "MAX_DEPTH", 10_000)
-    target, _ = with_helper(tmp_path, "f(" * 150 + "layer_past" + ")" * 150)
+    """Should the limit let through more than the engine can take, the file still gets a diagnostic. (The engine's
+    walks no longer recurse per level, so nesting within what Python parses does not reach the recursion limit; the
+    analysis is made to recurse without end instead.)"""
+    import cachemigrate.engine as engine
+
+    def bottomless(*args, **kwargs):
+        return bottomless(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "analyze", bottomless)
+    target = tmp_path / "modeling_deep.py"
+    target.write_text(LEGACY)
+    original = target.read_bytes()
     result = migrate(target)
     assert result.exit_code == 1, result.output
     assert "internal error" not in result.output and ": CM910 the file's code is nested too deep" in result.stdout
+    assert target.read_bytes() == original
+
+
+def test_nesting_python_parses_but_past_the_old_limit_is_migrated(tmp_path, monkeypatch):
+    """150 nested calls (more than the guard lets through, fewer than Python's parser takes) migrate once the guard
+    allows them: no walk of the engine recurses per level."""
+    monkeypatch.setattr(guard, "MAX_DEPTH", 10_000)
+    target, _ = with_helper(tmp_path, "f(" * 150 + "layer_past" + ")" * 150)
+    result = migrate(target)
+    assert result.exit_code == 0, result.output
+    assert "DynamicCache" in target.read_text()
