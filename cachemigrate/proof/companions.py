@@ -106,7 +106,8 @@ def _sets(tree: ast.Module, name: str) -> set[str] | None:
     return sets
 
 
-def _releases(runtime: str) -> str:
+def releases(runtime: str) -> str:
+    """A runtime range as prose: ``>=5.0`` is "5.0 and later"."""
     return f"{runtime[2:]} and later" if runtime.startswith(">=") and "," not in runtime else runtime
 
 
@@ -177,7 +178,7 @@ def removed_in_companion(path: str, line: int, companion: Path, tree: ast.Module
                     1,
                     COMPANION_REMOVED,
                     f"note: {companion.name}:{node.lineno}, the module this file takes its config from, imports "
-                    f"{what}, which transformers {_releases(runtime)} no longer has (era {era} runs there), so "
+                    f"{what}, which transformers {releases(runtime)} no longer has (era {era} runs there), so "
                     "the package will not import there. Remove what uses it from that module (an ONNX export "
                     "config is not needed to run the model), or guard the import with `try: ... except "
                     "ImportError:`",
@@ -205,7 +206,7 @@ def missing_defaults(path: str, tree: ast.Module, name: str, companion: Path | N
                 tied.lineno,
                 tied.col_offset + 1,
                 CONFIG_DEFAULT,
-                f"note: transformers {_releases(runtime)} (era {era} runs there) ties the parameters of "
+                f"note: transformers {releases(runtime)} (era {era} runs there) ties the parameters of "
                 "`_tied_weights_keys` only when `config.tie_word_embeddings` is true, which it no longer sets by "
                 f"default (4.x's PretrainedConfig set it to `{default}`), and `{name}` ({where}) does not set it, so "
                 f"the model's weights would not be tied there. Add `tie_word_embeddings={default}` to "
@@ -223,7 +224,7 @@ def missing_defaults(path: str, tree: ast.Module, name: str, companion: Path | N
                 node.lineno,
                 node.col_offset + 1,
                 CONFIG_DEFAULT,
-                f"note: the file reads `config.{attribute}`, which transformers {_releases(runtime)} (era {era} "
+                f"note: the file reads `config.{attribute}`, which transformers {releases(runtime)} (era {era} "
                 f"runs there) no longer sets by default (4.x's PretrainedConfig set it to `{default}`), and `{name}` "
                 f"({where}) does not set it, "
                 f"so this read raises AttributeError there. Add `{attribute}={default}` to `{name}.__init__` and "

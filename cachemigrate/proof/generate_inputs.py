@@ -19,9 +19,12 @@ import ast
 
 from .. import diagnostics as codes
 from ..diagnostics import Diagnostic
+from .companions import releases
 
 # the forward inputs 5.x's generate() keeps in its model_kwargs and extends at each step
-KEPT = frozenset({"position_ids", "decoder_position_ids", "token_type_ids", "attention_mask", "decoder_attention_mask"})
+KEPT = frozenset(
+    {"position_ids", "decoder_position_ids", "token_type_ids", "attention_mask", "decoder_attention_mask"}
+)
 _OPERATORS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.BitAnd: "&",
               ast.BitOr: "|", ast.Mod: "%"}  # fmt: skip
 
@@ -43,10 +46,6 @@ def _fix(node: ast.AST, name: str) -> str:
     if isinstance(node, ast.Call):
         return f"`{name} = {name}.{node.func.attr[:-1]}({', '.join(map(ast.unparse, node.args))})` (out of place)"
     return f"an out-of-place update bound to `{name}`"
-
-
-def _releases(runtime: str) -> str:
-    return f"{runtime[2:]} and later" if runtime.startswith(">=") and "," not in runtime else runtime
 
 
 def in_place_input_notes(path: str, code: str, runtime: str) -> list[Diagnostic]:
@@ -81,7 +80,7 @@ def in_place_input_notes(path: str, code: str, runtime: str) -> list[Diagnostic]
                     node.col_offset + 1,
                     codes.IN_PLACE_INPUT,
                     f"`{ast.unparse(node)}` updates in place the `{name}` handed to `{function.name}`: on transformers "
-                    f"{_releases(runtime)}, generate() keeps the `{name}` it hands the model and extends them at each step, so this shifts its copy too and the generated tokens "
+                    f"{releases(runtime)}, generate() keeps the `{name}` it hands the model and extends them at each step, so this shifts its copy too and the generated tokens "
                     f"drift from the second step on (one call's logits stay right); write {_fix(node, name)}",
                 )
             )
