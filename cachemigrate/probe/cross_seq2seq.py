@@ -46,13 +46,14 @@ def _generate(target, model, prompt, states, **kwargs):
         return {"error": one_line(exc)}
 
 
-def record(classes, seed: int) -> list[dict]:
-    """For each decoder with cross-attention of the original module: its config, state_dict, encoder states, and
-    what it returned (tuple path, step after step; ``use_cache=False`` with a past; greedy and 3-beam tokens)."""
+def record(classes, seed: int, settings: dict | None = None) -> list[dict]:
+    """For each decoder with cross-attention of the original module: its config (with ``settings`` set over it),
+    state_dict, encoder states, and what it returned (tuple path, step after step; ``use_cache=False`` with a past;
+    greedy and 3-beam tokens)."""
     from .models import build_original
 
     entries = []
-    for target in cross_targets(classes, classes):
+    for target in cross_targets(classes, classes, settings):
         entry = {"kind": target.kind, "model_class": target.orig.model_class.__name__}
         try:
             model = build_original(target.orig, target.config(), seed)
