@@ -47,9 +47,10 @@ class _Planner(Planner):
                 None,
                 f"`{node.name.value}.{method}` sets `self._tied_weights_keys` to a list (`{_code(written)}`), "
                 "which transformers 5.x reads as the `{tied parameter: source}` mapping (`save_pretrained`, "
-                "`tie_weights()`): there it raises AttributeError; the file was left unchanged. Build a mapping "
-                "instead (`self._tied_weights_keys = {}`, then `self._tied_weights_keys[<tied>] = <source>` for each "
-                "parameter it ties)",
+                "`tie_weights()`): there it raises AttributeError; the file was left unchanged. Build the mapping in "
+                "`__init__` instead, before `self.post_init()`, which reads it before it calls `tie_weights` "
+                "(`self._tied_weights_keys = {}`, then `self._tied_weights_keys[<tied>] = <source>` for each "
+                "parameter the method ties), and keep the method's ties without the list",
                 node=written,
             )
             return
