@@ -5,10 +5,9 @@ statement that rebinds `self`."""
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import libcst as cst
-
-from pathlib import Path
 
 from cachemigrate.actions.tie_sources import TieSources, resolve, resolve_split
 

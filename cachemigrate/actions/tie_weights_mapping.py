@@ -7,10 +7,13 @@ that 4.x reads of it (as patterns searched in the full names), so the mapping wo
 true; 4.x tied what the code tied (``tie_weights``, the modules' ``_tie_weights``). The source of each entry is
 read from that code (:mod:`.tie_sources`): an entry 4.x matched inside a sub-model (``encoder.embed_tokens.weight``
 of a head whose base model is ``model``) is written with its full name, and each source is the parameter at the
-end of the chain of ties. When the source of an entry cannot be proven the list stays and the file is reported,
-naming the entry. A class whose own ``tie_weights`` builds ``self._tied_weights_keys`` as a list while it ties is
-refused: 5.x reads it as a mapping. (An override of ``tie_weights`` takes 5.x's keywords by CM427; its ties are read
-as those of ``_tie_weights``.)"""
+end of the chain of ties. A tie built only under a test of the config (a module handed to a sub-model when the
+config shares it) is written as 5.x writes it: the class's mapping holds the ties when the test is false, and
+``__init__`` sets the mapping of the ties when it is true, under the same test, before ``self.post_init()`` (where
+5.x reads it); ties under more than one test are refused. When the source of an entry cannot be proven the list
+stays and the file is reported, naming the entry. A class whose own ``tie_weights`` builds ``self._tied_weights_keys``
+as a list while it ties is refused: 5.x reads it as a mapping. (An override of ``tie_weights`` takes 5.x's keywords
+by CM427; its ties are read as those of ``_tie_weights``.)"""
 
 from __future__ import annotations
 
@@ -66,7 +69,9 @@ class _Planner(Planner):
         tests: set[str] = set()
         for element in statement.body[0].value.elements:
             key = element.value.evaluated_value if isinstance(element.value, cst.SimpleString) else None
-            off, on, seen, why = resolve_split(ties, key) if isinstance(key, str) else ([], [], set(), "it is not a string")
+            off, on, seen, why = (
+                resolve_split(ties, key) if isinstance(key, str) else ([], [], set(), "it is not a string")
+            )
             if why is not None:
                 self._refuse(node, element, key, why)
                 return
@@ -122,7 +127,9 @@ class _Planner(Planner):
 
     def _text(self, node: cst.ClassDef, mapping: dict[str, str], prefix: int = 0, indent: str = "") -> str:
         entries = [f'"{k}": "{v}"' for k, v in mapping.items()]
-        indent = indent or (node.body.indent if isinstance(node.body, cst.IndentedBlock) and node.body.indent else "    ")
+        indent = indent or (
+            node.body.indent if isinstance(node.body, cst.IndentedBlock) and node.body.indent else "    "
+        )
         prefix = prefix or len(indent) + len("_tied_weights_keys = ")
         text = "{" + ", ".join(entries) + "}"
         if prefix + len(text) > self.ctx.line_length:  # one entry a line
