@@ -161,6 +161,22 @@ def test_attention_mask_converter_methods_equal_4_51():
             ), (attention, training, past, window)
 
 
+def test_torch_helpers_removed_in_4_31_give_what_4_30_gave_on_this_torch():
+    """4.51.3 has neither: the reference is 4.30's definition, written out (`is_torch_greater_or_equal_than_1_10` read
+    the torch version; `torch_int_div` floored on every torch >= 1.8)."""
+    from packaging import version
+
+    helpers = vendor("torch_compat")
+    parsed = version.parse(version.parse(torch.__version__).base_version)
+    assert helpers.is_torch_greater_or_equal_than_1_10 is (parsed >= version.parse("1.10"))
+    generator = torch.Generator().manual_seed(0)
+    a = torch.randint(-50, 50, (64,), generator=generator)
+    b = torch.randint(1, 7, (64,), generator=generator) * torch.where(torch.rand(64, generator=generator) < 0.5, -1, 1)
+    floored = torch.tensor([x // y for x, y in zip(a.tolist(), b.tolist())])  # Python's floor division
+    assert torch.equal(helpers.torch_int_div(a, b), floored)
+    assert torch.equal(helpers.torch_int_div(a, 3), torch.tensor([x // 3 for x in a.tolist()]))
+
+
 def test_is_torch_fx_available_equals_4_51():
     assert COMPAT.is_torch_fx_available() == ref_import.is_torch_fx_available()
 
