@@ -14,6 +14,7 @@ from .post_init import CallPostInit
 from .refuse_parameter import RefuseParameter
 from .refuse_passed_with import RefusePassedWith
 from .refuse_signature import RefuseSignature
+from .rename_keyword import RenameKeyword
 from .rename_parameter import RenameParameter
 from .replace_class_statements import ReplaceClassStatements
 from .replace_expression import ReplaceExpression
@@ -38,6 +39,7 @@ ACTIONS: dict[str, type[Action]] = {
         RefuseParameter,
         AddMethod,
         RenameParameter,
+        RenameKeyword,
         AddBaseClass,
         DropImport,
         CallPostInit,
