@@ -11,6 +11,7 @@ from .drop_import import DropImport
 from .insert_statements import InsertStatements
 from .pass_argument import PassArgument
 from .post_init import CallPostInit
+from .refuse_library_stack import RefuseLibraryStack
 from .refuse_parameter import RefuseParameter
 from .refuse_passed_with import RefusePassedWith
 from .refuse_signature import RefuseSignature
@@ -37,6 +38,7 @@ ACTIONS: dict[str, type[Action]] = {
         RefusePassedWith,
         RefuseSignature,
         RefuseParameter,
+        RefuseLibraryStack,
         AddMethod,
         RenameParameter,
         RenameKeyword,
