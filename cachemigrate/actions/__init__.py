@@ -12,7 +12,7 @@ from .insert_statements import InsertStatements
 from .pass_argument import PassArgument
 from .post_init import CallPostInit
 from .refuse_parameter import RefuseParameter
-from .refuse_passed_with import RefusePassedWith
+from .refuse_passed_with import InsertAfterPassedWith, RefusePassedWith
 from .refuse_signature import RefuseSignature
 from .rename_parameter import RenameParameter
 from .replace_class_statements import ReplaceClassStatements
@@ -34,6 +34,7 @@ ACTIONS: dict[str, type[Action]] = {
         ThreadLayerIdx,
         PassArgument,
         RefusePassedWith,
+        InsertAfterPassedWith,
         RefuseSignature,
         RefuseParameter,
         AddMethod,
