@@ -13,7 +13,7 @@ from .pass_argument import PassArgument
 from .post_init import CallPostInit
 from .refuse_library_stack import RefuseLibraryStack
 from .refuse_parameter import RefuseParameter
-from .refuse_passed_with import RefusePassedWith
+from .refuse_passed_with import InsertAfterPassedWith, RefusePassedWith
 from .refuse_signature import RefuseSignature
 from .rename_keyword import RenameKeyword
 from .rename_parameter import RenameParameter
@@ -36,6 +36,7 @@ ACTIONS: dict[str, type[Action]] = {
         ThreadLayerIdx,
         PassArgument,
         RefusePassedWith,
+        InsertAfterPassedWith,
         RefuseSignature,
         RefuseParameter,
         RefuseLibraryStack,
