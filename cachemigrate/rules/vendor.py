@@ -207,7 +207,15 @@ def plan_helpers(
     code = format_code("\n\n".join(code for _, code in chosen))
     statements = list(cst.parse_module(code).body)
     two_blank = [cst.EmptyLine(indent=False), cst.EmptyLine(indent=False)]
-    statements = [s.with_changes(leading_lines=[*two_blank, *_comments(s)]) for s in statements]
+    definition = (cst.ClassDef, cst.FunctionDef)
+    before = [module.body[index - 1] if index > 0 else None, *statements[:-1]]
+    statements = [  # black: two blank lines around a definition, one between other top-level statements
+        s.with_changes(
+            leading_lines=[*(two_blank if isinstance(s, definition) or isinstance(b, definition) else two_blank[:1]),
+                           *_comments(s)]  # fmt: skip
+        )
+        for s, b in zip(statements, before)
+    ]
     following = module.body[index] if index < len(module.body) else None
     blanks = [line for line in getattr(following, "leading_lines", ()) if line.comment is None]
     if following is None or len(blanks) >= 2:
