@@ -95,8 +95,8 @@ class _Planner(Planner):
     def cache(self) -> str:
         return self.ctx.info.functions[self.current_function].cache_params[0]
 
-    def on_visit(self, node) -> bool:
-        if not super().on_visit(node) or node in self.guarded:
+    def enter(self, node) -> bool:
+        if node in self.guarded:
             return False
         if isinstance(node, cst.IfExp) and m.matches(node.test, CACHE_GUARD):
             self.guarded.add(node.orelse)  # already the tuple branch of a migrated read

@@ -161,8 +161,8 @@ class _Planner(Planner):
                     found.add(block.body[view.start])
         return found
 
-    def on_visit(self, node) -> bool:
-        if not super().on_visit(node) or node in self.guarded:
+    def enter(self, node) -> bool:
+        if node in self.guarded:
             return False
         if node in self.barriers:
             self.past_barrier = True

@@ -1,0 +1,121 @@
+"""Every rule's planner in ONE walk of the module, dispatched per node type.
+
+Each planner is called exactly as in its own walk (:meth:`Action.plan`: the scoped ones only in the classes and
+functions they want), so each action ends with the edits its own walk would give. What the walk does once for all
+of them:
+
+- where it is (the path from the module, the class and function stacks, the depth): one :class:`Where` shared by
+  every planner, since a planner is only called at the nodes it visits, where its own would be the same;
+- the dispatch: a group of planners walking a subtree together keeps, per node type, the few calls that type
+  needs (a planner's ``visit_<Node>``, its :meth:`Planner.enter` when it overrides it, its scope check at a class,
+  a function or a module-level statement) and the ``leave_<Node>`` hooks, so a node costs one dict lookup, not a
+  ``getattr`` and ``isinstance`` checks per planner. The calls keep the planners' order.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import libcst as cst
+
+from ..traverse import children
+from .base import Action, Planner, Where, arrive, depart, node_kind
+
+# per node type: (its node_kind, the calls at a visit: (index in the group, planner, visit_<Node>, enter, whether
+# its scope check applies), the leave_<Node> hooks in order)
+_Plan = tuple[tuple[bool, bool, bool, bool], list[tuple[int, Planner, Callable | None, Callable | None, bool]], list]
+
+
+class _Group:
+    """Planners walking a subtree together (in the order they are called), with their dispatch per node type and
+    the groups that remain when some of them stop at a node."""
+
+    __slots__ = ("planners", "plans", "subsets")
+
+    def __init__(self, planners: tuple[Planner, ...]) -> None:
+        self.planners = planners
+        self.plans: dict[type, _Plan] = {}
+        self.subsets: dict[tuple[int, ...], _Group] = {}
+
+    def plan(self, kind: type) -> _Plan:
+        facts = node_kind(kind)
+        scoped = facts[0] or facts[1] or facts[2]  # a class, a function or a statement: a scope may end there
+        calls, leaves = [], []
+        for index, planner in enumerate(self.planners):
+            visit, leave = planner.hooks(kind)
+            enter = planner.enter if type(planner).enter is not Planner.enter else None
+            checks = scoped and not planner.VISIT_EVERYTHING
+            if visit is not None or enter is not None or checks:
+                calls.append((index, planner, visit, enter, checks))
+            if leave is not None:
+                leaves.append(leave)
+        found = self.plans[kind] = (facts, calls, leaves)
+        return found
+
+    def without(self, stopped: tuple[int, ...]) -> _Group:
+        group = self.subsets.get(stopped)
+        if group is None:
+            gone = set(stopped)
+            kept = tuple(p for i, p in enumerate(self.planners) if i not in gone)
+            group = self.subsets[stopped] = _Group(kept)
+        return group
+
+
+def _walk(node: cst.CSTNode, group: _Group, where: Where) -> None:
+    """``walk_many(node, group.planners)`` for planners sharing ``where``."""
+    kind = type(node)
+    plan = group.plans.get(kind) or group.plan(kind)
+    facts, calls, leaves = plan
+    moved, name = arrive(where, node, facts)
+    stopped: list[int] | None = None
+    for index, planner, visit, enter, checks in calls:
+        if (
+            (checks and planner.skips(moved, name))
+            or (visit is not None and visit(node) is False)
+            or (enter is not None and not enter(node))
+        ):
+            if stopped is None:
+                stopped = []
+            stopped.append(index)
+    going = group if stopped is None else group.without(tuple(stopped))
+    if going.planners:
+        for child in children(node):
+            _walk(child, going, where)
+    for leave in leaves:
+        leave(node)
+    depart(where, facts)
+
+
+def plan_together(module: cst.Module, actions: Sequence[Action]) -> None:
+    """``action.plan(module)`` for every action (all of them :meth:`Action.plans_by_walking`), in ONE walk of the
+    module: each planner is called exactly as in its own walk (the scoped ones only in the classes and functions
+    they want), so each action ends with the edits its own :meth:`Action.plan` would give."""
+    planners = [action.planner() for action in actions]
+    where = Where()
+    for planner in planners:
+        planner.where = where
+    everything = [planner for planner in planners if planner.VISIT_EVERYTHING]
+    scoped = [planner for planner in planners if not planner.VISIT_EVERYTHING]
+    root = _Group(tuple(everything))
+    facts, calls, leaves = root.plan(type(module))
+    where.stack.append(module)  # the module is no class, function, statement or block: nothing else moves
+    stopped = tuple(
+        index
+        for index, planner, visit, enter, _ in calls
+        if (visit is not None and visit(module) is False) or (enter is not None and not enter(module))
+    )
+    active = root.without(stopped).planners if stopped else root.planners
+    groups: dict[tuple[Planner, ...], _Group] = {}
+    tops = {id(stmt) for stmt in module.body if isinstance(stmt, (cst.ClassDef, cst.FunctionDef))}
+    for child in children(module):
+        visitors = active
+        if id(child) in tops:
+            visitors += tuple(planner for planner in scoped if planner.wants(child))
+        if visitors:
+            group = groups.get(visitors)
+            if group is None:
+                group = groups[visitors] = _Group(visitors)
+            _walk(child, group, where)
+    for leave in leaves:
+        leave(module)
+    where.stack.pop()
