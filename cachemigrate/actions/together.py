@@ -18,7 +18,7 @@ from typing import Callable, Sequence
 
 import libcst as cst
 
-from ..traverse import children
+from .. import traverse
 from .base import Action, Planner, Where, arrive, depart, node_kind
 
 # per node type: (its node_kind, the calls at a visit: (index in the group, planner, visit_<Node>, enter, whether
@@ -79,7 +79,7 @@ def _walk(node: cst.CSTNode, group: _Group, where: Where) -> None:
             stopped.append(index)
     going = group if stopped is None else group.without(tuple(stopped))
     if going.planners:
-        for child in children(node):
+        for child in traverse.children(node):  # the module's attribute: bench/bulk.py counts its calls
             _walk(child, going, where)
     for leave in leaves:
         leave(node)
@@ -107,7 +107,7 @@ def plan_together(module: cst.Module, actions: Sequence[Action]) -> None:
     active = root.without(stopped).planners if stopped else root.planners
     groups: dict[tuple[Planner, ...], _Group] = {}
     tops = {id(stmt) for stmt in module.body if isinstance(stmt, (cst.ClassDef, cst.FunctionDef))}
-    for child in children(module):
+    for child in traverse.children(module):
         visitors = active
         if id(child) in tops:
             visitors += tuple(planner for planner in scoped if planner.wants(child))
