@@ -139,6 +139,18 @@ def node_kind(kind: type) -> tuple[bool, bool, bool, bool]:
     return facts
 
 
+_SUBTYPES: dict[tuple[type, type | tuple[type, ...]], bool] = {}
+
+
+def is_a(node: object, cls: type | tuple[type, ...]) -> bool:
+    """``isinstance(node, cls)``, answered once per node type and class (libcst's node classes are ABCs)."""
+    key = (type(node), cls)
+    found = _SUBTYPES.get(key)
+    if found is None:
+        found = _SUBTYPES[key] = issubclass(type(node), cls)
+    return found
+
+
 class Planner(cst.CSTVisitor):
     """A visitor of the original tree that knows the class and top-level function it is in and the path from the
     module down to the current node, to plan edits only within the rule's scope.

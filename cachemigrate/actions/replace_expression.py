@@ -15,7 +15,7 @@ from ..views.patterns import (
     match_statements,
 )
 from ..views.negation import negated
-from .base import Action, Planner, captured_nodes
+from .base import Action, Planner, captured_nodes, is_a
 from ..facts.uses import CACHE_GUARD
 from .helpers import check_templates, rule_templates
 from .scope import PARAM as INSIDE_IF, IfScope, check_inside_if
@@ -162,17 +162,17 @@ class _Planner(Planner):
         return found
 
     def enter(self, node) -> bool:
-        if node in self.guarded:
+        if self.guarded and node in self.guarded:
             return False
-        if node in self.barriers:
+        if self.barriers and node in self.barriers:
             self.past_barrier = True
         if self.past_barrier and self.function_stack:
             return False  # the code after the barrier reads the updated cache: not rewritten
-        if isinstance(node, cst.IfExp) and m.matches(node.test, CACHE_GUARD):
+        if is_a(node, cst.IfExp) and m.matches(node.test, CACHE_GUARD):
             self.guarded.add(node.orelse)
-        if isinstance(node, cst.Assert) and self.in_function_scope() and self._assertion(node):
+        if is_a(node, cst.Assert) and self.in_function_scope() and self._assertion(node):
             return False
-        if not isinstance(node, cst.BaseExpression) or not self.in_function_scope():
+        if not is_a(node, cst.BaseExpression) or not self.in_function_scope():
             return True
         action: ReplaceExpression = self.action
         view = self.view(node)
