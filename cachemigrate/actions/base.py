@@ -163,6 +163,9 @@ class Planner(cst.CSTVisitor):
 
     VISIT_EVERYTHING = False
     CLASS_LEVEL = False  # the planner edits classes themselves (attributes, bases, methods), not only functions
+    # its own :meth:`enter` may act on trivia (whitespace, comments, punctuation, operators): the shared walk
+    # (:mod:`cachemigrate.actions.together`) skips trivia only for planners whose ``enter`` says it does not
+    ENTERS_TRIVIA = True
 
     def __init__(self, action: Action) -> None:
         super().__init__()
@@ -247,9 +250,16 @@ class Planner(cst.CSTVisitor):
         looked up once per type: what libcst's ``on_visit``/``on_leave`` look up at every node."""
         found = self._hooks.get(kind)
         if found is None:
-            name = kind.__name__
-            found = self._hooks[kind] = (getattr(self, f"visit_{name}", None), getattr(self, f"leave_{name}", None))
+            found = self._hooks[kind] = (self._hook(f"visit_{kind.__name__}"), self._hook(f"leave_{kind.__name__}"))
         return found
+
+    def _hook(self, name: str) -> Callable | None:
+        """The bound method ``name``, or None where it is libcst's own (``CSTVisitor`` defines every
+        ``visit_<Node>``/``leave_<Node>`` as doing nothing and returning None: calling it changes nothing)."""
+        method = getattr(self, name, None)
+        if method is not None and getattr(type(self), name, None) is getattr(cst.CSTVisitor, name, object()):
+            return None
+        return method
 
     def skips(self, moved: str | None, name: str | None) -> bool:
         """Whether the node just entered is out of scope (``moved``, from :func:`arrive`: "class" for a class

@@ -86,6 +86,8 @@ class EditCacheConsumer(Action):
 
 
 class _Planner(Planner):
+    ENTERS_TRIVIA = False  # enter() looks at expressions, statements and blocks only
+
     def __init__(self, action: EditCacheConsumer) -> None:
         super().__init__(action)
         self.construct = action.param("construct")

@@ -134,6 +134,8 @@ class _Planner(Planner):
     ``a if isinstance(x, Cache) else b``: that code is already guarded (a second run must not wrap its own
     output again)."""
 
+    ENTERS_TRIVIA = False  # enter() looks at expressions, statements and blocks only
+
     def __init__(self, action: ReplaceExpression) -> None:
         super().__init__(action)
         self.guarded: set[cst.CSTNode] = set()  # original nodes, alive for the whole plan

@@ -9,7 +9,11 @@ of them:
 - the dispatch: a group of planners walking a subtree together keeps, per node type, the few calls that type
   needs (a planner's ``visit_<Node>``, its :meth:`Planner.enter` when it overrides it, its scope check at a class,
   a function or a module-level statement) and the ``leave_<Node>`` hooks, so a node costs one dict lookup, not a
-  ``getattr`` and ``isinstance`` checks per planner. The calls keep the planners' order.
+  ``getattr`` and ``isinstance`` checks per planner. The calls keep the planners' order;
+- trivia (whitespace, comments, punctuation and operators: :data:`TRIVIA`, three nodes in five of a modeling file,
+  whose subtrees hold nothing else) is not walked when no planner of the group has a hook for it and none has an
+  :meth:`Planner.enter` that looks at it (:attr:`Planner.ENTERS_TRIVIA`): such a planner would be called there
+  and do nothing.
 """
 
 from __future__ import annotations
@@ -17,9 +21,28 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 import libcst as cst
+import libcst._nodes.op
+import libcst._nodes.whitespace
 
 from .. import traverse
 from .base import Action, Planner, Where, arrive, depart, node_kind
+
+# the node types of libcst's whitespace and operator modules: whitespace, comments, newlines, punctuation, operators
+TRIVIA: frozenset[type] = frozenset(
+    kind
+    for module in (libcst._nodes.whitespace, libcst._nodes.op)
+    for kind in vars(module).values()
+    if isinstance(kind, type) and issubclass(kind, cst.CSTNode) and kind.__module__ == module.__name__
+)
+
+
+def _sees_trivia(planner: Planner) -> bool:
+    """Whether calling ``planner`` at a trivia node could do anything: a hook for a trivia type, or an
+    :meth:`Planner.enter` of its own that does not declare it ignores trivia."""
+    if type(planner).enter is not Planner.enter and planner.ENTERS_TRIVIA:
+        return True
+    return any(hook is not None for kind in TRIVIA for hook in planner.hooks(kind))
+
 
 # per node type: (its node_kind, the calls at a visit: (index in the group, planner, visit_<Node>, enter, whether
 # its scope check applies), the leave_<Node> hooks in order)
@@ -30,12 +53,17 @@ class _Group:
     """Planners walking a subtree together (in the order they are called), with their dispatch per node type and
     the groups that remain when some of them stop at a node."""
 
-    __slots__ = ("planners", "plans", "subsets")
+    __slots__ = ("planners", "plans", "subsets", "passes", "seen")
 
-    def __init__(self, planners: tuple[Planner, ...]) -> None:
+    def __init__(self, planners: tuple[Planner, ...], seen: dict[Planner, bool]) -> None:
         self.planners = planners
         self.plans: dict[type, _Plan] = {}
         self.subsets: dict[tuple[int, ...], _Group] = {}
+        self.seen = seen  # planner -> whether it sees trivia (shared by every group of the walk)
+        for planner in planners:
+            if planner not in seen:
+                seen[planner] = _sees_trivia(planner)
+        self.passes = frozenset() if any(seen[p] for p in planners) else TRIVIA  # node types not walked
 
     def plan(self, kind: type) -> _Plan:
         facts = node_kind(kind)
@@ -57,7 +85,7 @@ class _Group:
         if group is None:
             gone = set(stopped)
             kept = tuple(p for i, p in enumerate(self.planners) if i not in gone)
-            group = self.subsets[stopped] = _Group(kept)
+            group = self.subsets[stopped] = _Group(kept, self.seen)
         return group
 
 
@@ -79,8 +107,10 @@ def _walk(node: cst.CSTNode, group: _Group, where: Where) -> None:
             stopped.append(index)
     going = group if stopped is None else group.without(tuple(stopped))
     if going.planners:
+        passes = going.passes
         for child in traverse.children(node):  # the module's attribute: bench/bulk.py counts its calls
-            _walk(child, going, where)
+            if type(child) not in passes:
+                _walk(child, going, where)
     for leave in leaves:
         leave(node)
     depart(where, facts)
@@ -96,7 +126,8 @@ def plan_together(module: cst.Module, actions: Sequence[Action]) -> None:
         planner.where = where
     everything = [planner for planner in planners if planner.VISIT_EVERYTHING]
     scoped = [planner for planner in planners if not planner.VISIT_EVERYTHING]
-    root = _Group(tuple(everything))
+    seen: dict[Planner, bool] = {}
+    root = _Group(tuple(everything), seen)
     facts, calls, leaves = root.plan(type(module))
     where.stack.append(module)  # the module is no class, function, statement or block: nothing else moves
     stopped = tuple(
@@ -114,8 +145,9 @@ def plan_together(module: cst.Module, actions: Sequence[Action]) -> None:
         if visitors:
             group = groups.get(visitors)
             if group is None:
-                group = groups[visitors] = _Group(visitors)
-            _walk(child, group, where)
+                group = groups[visitors] = _Group(visitors, seen)
+            if type(child) not in group.passes:
+                _walk(child, group, where)
     for leave in leaves:
         leave(module)
     where.stack.pop()
