@@ -128,7 +128,7 @@ def plan_together(module: cst.Module, actions: Sequence[Action]) -> None:
     scoped = [planner for planner in planners if not planner.VISIT_EVERYTHING]
     seen: dict[Planner, bool] = {}
     root = _Group(tuple(everything), seen)
-    facts, calls, leaves = root.plan(type(module))
+    _, calls, leaves = root.plan(type(module))
     where.stack.append(module)  # the module is no class, function, statement or block: nothing else moves
     stopped = tuple(
         index
