@@ -51,6 +51,9 @@ PAST_HOOK_FIXED = "CM913"
 # A note on a migrated file for a 5.x runtime: a forward updates in place an input that 5.x's generate() keeps and
 # extends between steps (position_ids += offset), so generation drifts there (cachemigrate.proof.generate_inputs)
 IN_PLACE_INPUT = "CM914"
+# A note on a migrated file: it reads a config attribute that transformers' own config class it uses sets to one value
+# whatever it is given on the era's runtime (5.x's T5Config.tie_word_embeddings; cachemigrate.proof.forced_config)
+FORCED_CONFIG = "CM915"
 # A module-level function with tuple-cache code is set on a class whose cache contract is not known: not imported
 # from transformers, or no library attention (cachemigrate.facts.patches)
 PATCH_TARGET = "CM916"

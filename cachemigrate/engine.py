@@ -47,6 +47,7 @@ from .rules.planning import plan_rules, refused_patches
 from .facts.reach import unreachable_cache
 from .rules.removed import removed_uses
 from .rules.withdrawn import note_withdrawn
+from .proof.blocked import blocked_by_layout
 from .results import FileResult, Options
 from .rules.schema import Era, Rule, RuleSet
 from .edit.suppressed import NOTHING, leave_out
@@ -335,7 +336,7 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
         # a rule could not be applied, so the file stays as it is anyway: what the user can act on is why, not
         # the half-planned code the other rules would have left
         found.extend(leftover_diagnostics(before, reparsed, edited, functions, era, path, locate))
-        found = note_withdrawn(found, module, before, ruleset, options, path, locate)
+        found = blocked_by_layout(note_withdrawn(found, module, before, ruleset, options, path, locate))
         return done("failed", diags=found, applied=dict(matched))
     if unbound:
         function, names = unbound
@@ -357,7 +358,7 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
     found.extend(removed_uses(module, new_module, era, path, locate))
     applied = {rule: count for rule, count in matched.items()}
     if found:
-        found = note_withdrawn(found, module, before, ruleset, options, path, locate)
+        found = blocked_by_layout(note_withdrawn(found, module, before, ruleset, options, path, locate))
         return done("failed", diags=found, applied=applied)
     # helpers already on the Cache API (their `len(past)` reads are), a patch already on its era's keyword
     if (consumer_file or patch_file) and migrated == code:

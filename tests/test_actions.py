@@ -849,6 +849,16 @@ def test_rename_parameter_reports_a_clash():
         ("rename_parameter", {"old": "a", "new": "b", "deprecate": True}, "params.version"),
         ("refuse_passed_with", {"pattern": "x = 1", "keywords": ["k"], "message": "m"}, "params.patterns"),
         ("refuse_passed_with", {"pattern": "{value} = 1", "keywords": "k", "message": "m"}, "params.keywords"),
+        (
+            "insert_after_passed_with",
+            {"pattern": "{value} = 1", "keywords": ["k"], "template": "if:"},
+            "params.template",
+        ),
+        ("insert_after_passed_with", {"pattern": "{value} = 1", "keywords": ["k"]}, "params.template"),
+        ("replace_statements", {"patterns": ["x = 1", "y = 1"], "replacements": [""]}, "params.replacements"),
+        ("replace_statements", {"patterns": ["{a} = 1"], "replacements": ["{b} = 2"]}, "params.replacements[0]"),
+        ("replace_statements", {"pattern": "x = 1"}, "params.replacement"),
+        ("replace_statements", {"pattern": "x = 1", "replacement": "", "replacements": [""]}, "params.replacement"),
     ],
 )
 def test_bad_parameters_are_rule_errors_naming_the_key(action, params, key):

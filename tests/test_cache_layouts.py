@@ -303,3 +303,26 @@ def test_a_swapped_read_whose_axes_need_an_unknown_rank_is_said():
         swapped_back(None, -1, False, (2, 3), "key")
     with pytest.raises(ValueError, match="merges batch and heads"):
         swapped_back(3, -1, True, (0, 2), "key")
+
+
+def test_an_attention_that_only_reads_back_what_it_stored_takes_the_files_standard_layout():
+    """ProphetNet-style: the cross-attention reuses its stored keys (`key = past[0]`) and never concatenates; the
+    n-gram self-attention concatenates in the standard layout, which the whole file then has."""
+    layout, _ = layout_of((FIXTURES / "CM216/before.py").read_text())
+    assert layout.reason is None, layout.reason
+    assert layout.facts["cache_layout"] == "standard"
+
+
+def test_an_attention_that_only_reads_back_what_it_stored_does_not_follow_a_converted_layout():
+    """With the self-attention's keys on another axis ([b, s, h, d], cat on dim 1), the stored-only attention's own
+    tensors are not known to be in that layout: the file's layout is unknown, said at that attention."""
+    code = (FIXTURES / "CM216/before.py").read_text()
+    code = code.replace(
+        "main_key = torch.cat((earlier_key, main_key), dim=2)", "main_key = torch.cat((earlier_key, main_key), dim=1)"
+    )
+    code = code.replace(
+        "main_value = torch.cat((earlier_value, main_value), dim=2)",
+        "main_value = torch.cat((earlier_value, main_value), dim=1)",
+    )
+    layout, _ = layout_of(code)
+    assert layout.reason is not None and "in TernCrossAttention.forward" in layout.reason

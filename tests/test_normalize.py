@@ -185,3 +185,58 @@ def test_originals_turns_a_captured_view_back_into_the_users_statements():
     assert run == tuple(function.body.body)
     assert [code_of(s) for s in run][0] == "pk, pv = past"
     assert not m.findall(cst.Module(body=list(run)), m.Name("FOLDED"))
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# A lone element read by the next statement; ranks through a shape tuple and the parts of a chunk
+# ------------------------------------------------------------------------------------------------------------------
+
+
+def test_a_lone_element_read_by_the_next_statement_is_folded_into_it():
+    """`earlier = past[0]` then `k = torch.cat((earlier, k), ...)`, the value read the same way further down: each
+    read is folded into its concatenation, which then stands for both statements."""
+    code = (
+        "earlier_k = past[0]\nk = torch.cat((earlier_k, k), dim=-2)\n"
+        "earlier_v = past[1]\nv = torch.cat((earlier_v, v), dim=-2)\n"
+    )
+    function, views = views_of(code)
+    block = views.block(function.body)
+    assert [code_of(v.node) for v in block] == FOLDED
+    assert [(v.start, v.count) for v in block] == [(0, 2), (2, 2)]
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "earlier_k = past[0]\nk = torch.cat((earlier_k, k), dim=-2)\nn = earlier_k.shape[-2]\n",  # read again later
+        "earlier_k = past[0]\nk = self.proj(x)\nk = torch.cat((earlier_k, k), dim=-2)\n",  # not by the next one
+        "earlier_k = past[0]\nk = torch.cat((k, k), dim=-2)\n",  # never read
+        "earlier_k = pair[0]\nk = torch.cat((earlier_k, k), dim=-2)\n",  # not a cache
+    ],
+)
+def test_a_lone_element_read_elsewhere_or_not_a_cache_is_not_folded(code):
+    assert block_codes(code)[0] == code.splitlines()[0]
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    [
+        "shape = (b, h, -1, d)\nk = self.proj(x).view(*shape)\n",
+        "k = self.proj(x).view(b, h, -1, d)\nparts = k.chunk(3, dim=2)\nk = parts[0]\n",
+        "shape = (b, h, -1, d)\nk = self.proj(x).view(*shape)\nparts = k.chunk(3, dim=2)\nk, rest = parts[0], parts[1:]\n",
+    ],
+)
+def test_ranks_follow_a_shape_tuple_and_the_parts_of_a_chunk(prefix):
+    assert last(prefix + "k = torch.cat((past[0], k), dim=2)\n") == "k = torch.cat((past[0], k), dim = -2)"
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    [
+        "shape = (b, h, -1, d)\nshape = make()\nk = self.proj(x).view(*shape)\n",  # rebound to something unknown
+        "k = self.proj(x).view(b, h, -1, d)\nparts = k.chunk(3, dim=2)\nk = parts[i]\n",  # not a literal index
+        "k = self.proj(x).view(b, h, -1, d)\nparts = k.chunk(3, dim=2)\nk = parts[1:]\n",  # a list, not a tensor
+    ],
+)
+def test_an_unknown_shape_or_part_keeps_the_rank_unknown(prefix):
+    assert last(prefix + "k = torch.cat((past[0], k), dim=2)\n") == "k = torch.cat((past[0], k), dim = 2)"

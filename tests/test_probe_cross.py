@@ -215,3 +215,24 @@ def test_the_cross_probe_drives_a_bert_style_head_as_a_decoder(tmp_path):
     assert statuses["tuple_in_tuple_out"][0] == "pass", statuses["tuple_in_tuple_out"]
     assert statuses["cache_in_same_cache"][0] == "pass", statuses["cache_in_same_cache"]
     assert not [name for name, (status, _) in statuses.items() if status not in ("pass", "skip")], statuses
+
+
+@pytest.mark.corpus
+def test_config_settings_reach_the_cross_attention_checks(tmp_path):
+    """``--config`` is set over the config of the decoders the cross_* checks drive (the seq2seq head here), as over
+    the decoder-only checks' one: recorded with the setting, the reference says so and its logits change."""
+    transformers = pytest.importorskip("transformers")
+    from cachemigrate.probe.worker import record
+
+    source = Path(transformers.__file__).parent / "models" / "bart" / "modeling_bart.py"
+    entries = {}
+    for name, settings in (("plain", {}), ("scaled", {"scale_embedding": True})):
+        folder = tmp_path / name
+        folder.mkdir()
+        record(source, folder, "transformers.models.bart", 0, settings)
+        reference = torch.load(folder / "reference.pt", weights_only=False)
+        entries[name] = next(e for e in reference["cross"] if e["kind"] == "seq2seq")
+    assert entries["scaled"]["config_changes"] == {"scale_embedding": True}
+    assert entries["plain"]["config"]["scale_embedding"] is False
+    plain, scaled = (entries[name]["steps"][0]["logits"] for name in ("plain", "scaled"))
+    assert not torch.allclose(plain, scaled)

@@ -5,10 +5,13 @@ statement that rebinds `self`."""
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import libcst as cst
 
-from cachemigrate.actions.tie_sources import TieSources, resolve
+from cachemigrate.actions.tie_sources import TieSources, resolve, resolve_split
+
+CM420 = Path(__file__).resolve().parent.parent / "fixtures" / "5" / "CM420"
 
 HEAD = '''
 from torch import nn
@@ -112,10 +115,43 @@ def test_statements_after_self_is_rebound_are_not_read():
 
 
 def test_a_module_handed_only_under_a_config_test_names_the_test():
-    """fixtures/5/CM420/conditional_refused.py: the entry's source depends on `config.share_embeddings`."""
-    from pathlib import Path
-
-    code = (Path(__file__).resolve().parent.parent / "fixtures/5/CM420/conditional_refused.py").read_text()
+    """Read without following the test, a conditional tie is refused, naming the test and where a mapping under it
+    goes (fixtures/5/CM420/conditional_before.py)."""
+    code = (CM420 / "conditional_before.py").read_text()
     pairs, why = resolve(TieSources(cst.parse_module(code)).ties("AukModel"), "encoder.tokens.weight")
     assert pairs == []
-    assert "only when `config.share_embeddings` is true" in why and "before `self.post_init()`" in why
+    assert "only when `self.config.share_embeddings` is true" in why and "before `self.post_init()`" in why
+
+
+def test_a_conditional_tie_is_absent_when_its_test_is_false_and_followed_when_true():
+    """fixtures/5/CM420/conditional_before.py: the head's projection is tied to the decoder's embedding, which is
+    the model's shared one only when the config shares: the chain stops before that link when the test is false."""
+    ties = TieSources(cst.parse_module((CM420 / "conditional_before.py").read_text())).ties("AukForGeneration")
+    assert resolve_split(ties, "model.encoder.tokens.weight") == (
+        [], [("model.encoder.tokens.weight", "model.shared.weight")], {"self.config.share_embeddings"}, None
+    )
+    assert resolve_split(ties, "head.weight") == (
+        [("head.weight", "model.decoder.tokens.weight")],
+        [("head.weight", "model.shared.weight")],
+        {"self.config.share_embeddings"},
+        None,
+    )
+
+
+def test_a_sub_models_test_is_not_followed_when_the_sub_model_is_built_from_another_config():
+    """The sub-model reads `self.config`, which is the head's only when the head hands it its own `config`."""
+    code = (CM420 / "conditional_before.py").read_text().replace(
+        "self.model = AukModel(config)", "self.model = AukModel(config.text_config)"
+    )
+    ties = TieSources(cst.parse_module(code)).ties("AukForGeneration")
+    off, on, tests, why = resolve_split(ties, "model.encoder.tokens.weight")
+    assert (off, on, tests) == ([], [], set()) and "only when `self.config.share_embeddings` is true" in why
+
+
+def test_ties_under_two_tests_are_refused_naming_both():
+    code = (CM420 / "conditional_refused.py").read_text()
+    ties = TieSources(cst.parse_module(code)).ties("AukModel")
+    tests = set()
+    for key in ("encoder.tokens.weight", "decoder.tokens.weight"):
+        tests |= resolve_split(ties, key)[2]
+    assert tests == {"config.share_encoder", "config.share_decoder"}

@@ -20,6 +20,7 @@ if transformers.__version__ != "4.51.3":  # the reference: the release whose hel
 from transformers import modeling_attn_mask_utils as ref_mask  # noqa: E402
 from transformers import pytorch_utils as ref_pytorch  # noqa: E402
 from transformers.modeling_utils import SequenceSummary as RefSequenceSummary  # noqa: E402
+from transformers.modeling_utils import get_parameter_device as ref_get_parameter_device  # noqa: E402
 from transformers.utils import import_utils as ref_import  # noqa: E402
 from transformers.utils import model_parallel_utils as ref_parallel  # noqa: E402
 
@@ -35,8 +36,8 @@ def vendor(name: str):
     return module
 
 
-MASK, COMPAT, PARALLEL, PRUNING, SUMMARY = map(
-    vendor, ["attn_mask", "compat", "model_parallel", "pruning", "sequence_summary"]
+MASK, COMPAT, PARALLEL, PRUNING, SUMMARY, DEVICE = map(
+    vendor, ["attn_mask", "compat", "model_parallel", "pruning", "sequence_summary", "module_device"]
 )
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -160,6 +161,22 @@ def test_attention_mask_converter_methods_equal_4_51():
             ), (attention, training, past, window)
 
 
+def test_torch_helpers_removed_in_4_31_give_what_4_30_gave_on_this_torch():
+    """4.51.3 has neither: the reference is 4.30's definition, written out (`is_torch_greater_or_equal_than_1_10` read
+    the torch version; `torch_int_div` floored on every torch >= 1.8)."""
+    from packaging import version
+
+    helpers = vendor("torch_compat")
+    parsed = version.parse(version.parse(torch.__version__).base_version)
+    assert helpers.is_torch_greater_or_equal_than_1_10 is (parsed >= version.parse("1.10"))
+    generator = torch.Generator().manual_seed(0)
+    a = torch.randint(-50, 50, (64,), generator=generator)
+    b = torch.randint(1, 7, (64,), generator=generator) * torch.where(torch.rand(64, generator=generator) < 0.5, -1, 1)
+    floored = torch.tensor([x // y for x, y in zip(a.tolist(), b.tolist())])  # Python's floor division
+    assert torch.equal(helpers.torch_int_div(a, b), floored)
+    assert torch.equal(helpers.torch_int_div(a, 3), torch.tensor([x // 3 for x in a.tolist()]))
+
+
 def test_is_torch_fx_available_equals_4_51():
     assert COMPAT.is_torch_fx_available() == ref_import.is_torch_fx_available()
 
@@ -223,6 +240,36 @@ def test_prune_conv1d_layer_equals_4_51(dim):
         assert type(mine) is type(theirs) and mine.nf == theirs.nf
         assert same(mine.weight.data, theirs.weight.data) and same(mine.bias.data, theirs.bias.data)
         assert mine.weight.requires_grad and mine.bias.requires_grad
+
+
+class _Tensors(torch.nn.Module):
+    """A module with a buffer or a plain tensor attribute but no parameter (or nothing at all)."""
+
+    def __init__(self, kind):
+        super().__init__()
+        if kind == "buffer":
+            self.register_buffer("scale", torch.ones(2, dtype=torch.float16))
+        elif kind == "attribute":
+            self.table = torch.zeros(3, device="meta")
+        elif kind == "child":
+            self.inner = _Tensors("attribute")
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        lambda: torch.nn.Linear(2, 3),
+        lambda: torch.nn.Linear(2, 3, device="meta"),
+        lambda: torch.nn.Sequential(torch.nn.ReLU(), torch.nn.Linear(2, 3, device="meta")),
+        lambda: _Tensors("buffer"),
+        lambda: _Tensors("attribute"),
+        lambda: _Tensors("child"),
+        lambda: _Tensors("none"),
+    ],
+)
+def test_get_parameter_device_equals_4_51(module):
+    built = module()
+    assert outcome(DEVICE.get_parameter_device, built) == outcome(ref_get_parameter_device, built)
 
 
 SUMMARY_CONFIGS = [

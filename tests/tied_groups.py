@@ -1,10 +1,13 @@
 """Run by tests/test_tied_weights_runtimes.py under a runtime's python: ``tied_groups.py FILE...`` builds every
 class of each FILE that defines ``_tied_weights_keys`` or ``get_output_embeddings`` from a small config, with
-``tie_word_embeddings`` true, false and not set, and prints (JSON, one line) which parameter names are one
+``tie_word_embeddings`` true, false and not set (and, for each other flag of the config the file tests in an ``if``,
+``if config.<flag>:``, with that flag true and false: ``Class/<flag>=<value>/<tie>``), and prints (JSON, one line) which parameter names are one
 Parameter: ``{FILE: {"Class/True": [[name, ...], ...]}}``; a file that fails gives ``{FILE: "<exception>"}``."""
 
 import importlib.util
+import itertools
 import json
+import re
 import sys
 
 import torch
@@ -23,16 +26,21 @@ def built(path: str, index: int) -> dict:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     found = {}
+    with open(path) as source:
+        flags = sorted(set(re.findall(r"\bif (?:self\.)?config\.(\w+):", source.read())) - {"tie_word_embeddings"})
     for name, cls in sorted(vars(module).items()):
         if not isinstance(cls, type) or cls.__module__ != module.__name__:
             continue
         if "_tied_weights_keys" not in vars(cls) and "get_output_embeddings" not in vars(cls):
             continue
-        for tie in (True, False, None):  # None: not set, the config class's default
-            torch.manual_seed(0)
-            given = {} if tie is None else {"tie_word_embeddings": tie}
-            config = PretrainedConfig(vocab_size=11, d_model=8, n_embd=8, n_layer=1, **given)
-            found[f"{name}/{tie}"] = groups(cls(config))
+        for values in itertools.product((True, False), repeat=len(flags)):
+            chosen = dict(zip(flags, values))
+            prefix = "".join(f"/{flag}={value}" for flag, value in chosen.items())
+            for tie in (True, False, None):  # None: not set, the config class's default
+                torch.manual_seed(0)
+                given = {} if tie is None else {"tie_word_embeddings": tie}
+                config = PretrainedConfig(vocab_size=11, d_model=8, n_embd=8, n_layer=1, **chosen, **given)
+                found[f"{name}{prefix}/{tie}"] = groups(cls(config))
     return found
 
 

@@ -11,9 +11,11 @@ from .drop_import import DropImport
 from .insert_statements import InsertStatements
 from .pass_argument import PassArgument
 from .post_init import CallPostInit
+from .refuse_library_stack import RefuseLibraryStack
 from .refuse_parameter import RefuseParameter
-from .refuse_passed_with import RefusePassedWith
+from .refuse_passed_with import InsertAfterPassedWith, RefusePassedWith
 from .refuse_signature import RefuseSignature
+from .rename_keyword import RenameKeyword
 from .rename_parameter import RenameParameter
 from .replace_class_statements import ReplaceClassStatements
 from .replace_expression import ReplaceExpression
@@ -34,10 +36,13 @@ ACTIONS: dict[str, type[Action]] = {
         ThreadLayerIdx,
         PassArgument,
         RefusePassedWith,
+        InsertAfterPassedWith,
         RefuseSignature,
         RefuseParameter,
+        RefuseLibraryStack,
         AddMethod,
         RenameParameter,
+        RenameKeyword,
         AddBaseClass,
         DropImport,
         CallPostInit,

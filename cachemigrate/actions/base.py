@@ -298,9 +298,10 @@ class Planner(cst.CSTVisitor):
     # -- planning --------------------------------------------------------------------------------------------
 
     def path_to(self, node: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
-        """The ancestors of ``node`` (exclusive), which must be the current node or below it."""
-        if self.stack and self.stack[-1] is node:
-            return tuple(self.stack[:-1])
+        """The ancestors of ``node`` (exclusive), which must be the current node, one of its ancestors, or below it."""
+        for index in range(len(self.stack) - 1, -1, -1):
+            if self.stack[index] is node:
+                return tuple(self.stack[:index])
         below = descend(self.stack[-1], node)
         if below is None:
             raise LookupError(f"{type(node).__name__} is not below the node being visited")

@@ -164,7 +164,7 @@ def check_templates(rule: "Rule", check: "Checker", compile_template: Callable, 
         raise check.fail("params.pattern", f"a {kind} template (or `patterns`, a list of them)")
     from ..views.patterns import filters_in
 
-    for template in templates:
+    for number, template in enumerate(templates):
         strange = filters_in(template) - PREDICATES
         if strange:
             key = "params.pattern" if template == rule.params.get("pattern") else "params.patterns"
@@ -178,6 +178,9 @@ def check_templates(rule: "Rule", check: "Checker", compile_template: Callable, 
             raise check.fail(key, f"a valid {kind} template ({exc})", template) from None
         if "replacement" in rule.params:
             check_holes(check, "params.replacement", rule.params["replacement"], pattern.holes() | set(extra))
+        replacements = rule.params.get("replacements")
+        if isinstance(replacements, list) and number < len(replacements) and isinstance(replacements[number], str):
+            check_holes(check, f"params.replacements[{number}]", replacements[number], pattern.holes() | set(extra))
 
 
 def statement_reformatter(ctx: "ActionContext"):

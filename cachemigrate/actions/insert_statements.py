@@ -17,7 +17,8 @@ Anchors:
                         (``outputs = self.transformer(...)``, ``{outputs}``; :mod:`cachemigrate.facts.heads`)
 
 ``with_parameters`` (names) makes the insertion conditional: only in functions that take every one of them as a
-parameter (a block that resets ``position_ids`` where the function has such a parameter, say).
+parameter (a block that resets ``position_ids`` where the function has such a parameter, say); ``without_names``:
+only in functions that neither take nor assign any of them (an attention with no cross-attention flag).
 
 ``moves`` (a statement template) makes the insertion conditional: it happens only in functions where exactly one
 top-level statement matches, whose targets nothing else in the function assigns; that statement is removed and
@@ -130,6 +131,7 @@ class InsertStatements(Action):
         "after_rule": (str, False, "a rule whose inserted block, in the same function, must come first"),
         "moves": (str, False, "a statement template: insert only where one statement matches, and remove it"),
         "with_parameters": (list, False, "parameter names: insert only in functions that take all of them"),
+        "without_names": (list, False, "names: insert only in functions that neither take nor assign any of them"),
     }
 
     @classmethod
@@ -228,6 +230,8 @@ class _Planner(Planner):
         bound = self.bound()
         body = list(node.body.body)
         if not all(_takes(node, name) for name in action.param("with_parameters", [])):
+            return
+        if any(_binds(node, name) for name in action.param("without_names", [])):
             return
         moved = None
         if action.param("moves"):

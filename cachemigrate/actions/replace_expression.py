@@ -12,6 +12,7 @@ from ..views.patterns import (
     fill_expression,
     holes,
     match_expression,
+    to_python,
     match_statements,
 )
 from ..views.negation import negated
@@ -53,6 +54,18 @@ def _groups_alike(new: cst.BaseExpression, parent: cst.CSTNode) -> bool:
     return type(new.operator) is type(parent.operator) or isinstance(parent.operator, cst.Or)
 
 
+def _captured_name(template: str) -> str | None:
+    """The plain name a ``capture`` template's one assignment binds."""
+    try:
+        (statement,) = cst.parse_module(to_python(template.strip() + "\n")).body
+    except (cst.ParserSyntaxError, ValueError):
+        return None
+    inner = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 else None
+    if isinstance(inner, cst.Assign) and len(inner.targets) == 1 and isinstance(inner.targets[0].target, cst.Name):
+        return inner.targets[0].target.value
+    return None
+
+
 def _handed_on(node: cst.CSTNode, stack: list) -> bool:
     """``node`` is a call's argument or the value of an assignment, as it is."""
     parent = stack[-2] if len(stack) > 1 else None
@@ -73,6 +86,19 @@ class ReplaceExpression(Action):
             "statement template(s): rewrite only what comes before the first place they match in the function "
             "(e.g. a past length read before the cache is updated)",
         ),
+        "only_after": (
+            str,
+            False,
+            "statement template(s): rewrite only what comes after the first place they match in the function (a "
+            "past length read after the cache is updated), with `capture`",
+        ),
+        "capture": (
+            str,
+            False,
+            "with `only_after`: one assignment, inserted before the function's statement that holds that first "
+            "match, to a name the function does not use (the replacement reads it): what is read after the update, "
+            "taken before it",
+        ),
         "inside_if": INSIDE_IF,
         "test_of_if_doing": (
             str,
@@ -92,11 +118,17 @@ class ReplaceExpression(Action):
     @classmethod
     def check_params(cls, rule, check) -> None:
         check_templates(rule, check, compile_expression, "expression", {"matched"})
-        if "only_before" in rule.params:
-            try:
-                compile_statements(rule.params["only_before"])
-            except TemplateError as exc:
-                raise check.fail("params.only_before", f"a valid statement template ({exc})") from None
+        for key in ("only_before", "only_after", "capture"):
+            if key in rule.params:
+                try:
+                    compile_statements(rule.params[key])
+                except TemplateError as exc:
+                    raise check.fail(f"params.{key}", f"a valid statement template ({exc})") from None
+        after, capture, before = (key in rule.params for key in ("only_after", "capture", "only_before"))
+        if after != capture or (after and before):
+            raise check.fail("params.only_after", "`only_after` together with `capture`, and not with `only_before`")
+        if "capture" in rule.params and _captured_name(rule.params["capture"]) is None:
+            raise check.fail("params.capture", "one assignment to a plain name (`length = ...`)")
         check_inside_if(check, rule)
         if "test_of_if_doing" in rule.params:
             try:
@@ -108,7 +140,10 @@ class ReplaceExpression(Action):
         super().__init__(rule, ctx)
         self.patterns = [compile_expression(t) for t in rule_templates(rule)]
         self.types = {type(p.matchers[0]).__name__ for p in self.patterns}
-        self.barrier = compile_statements(rule.params["only_before"]) if "only_before" in rule.params else None
+        barrier = rule.params.get("only_before", rule.params.get("only_after"))
+        self.barrier = compile_statements(barrier) if barrier is not None else None
+        self.after = "only_after" in rule.params  # rewrite after the barrier (taking the value before it), not before
+        self.capture = rule.params.get("capture")
         self.scope = IfScope(rule.params.get("inside_if"))
         doing = rule.params.get("test_of_if_doing")
         self.doing = compile_expression(doing) if doing else None
@@ -141,10 +176,12 @@ class _Planner(Planner):
         self.guarded: set[cst.CSTNode] = set()  # original nodes, alive for the whole plan
         self.barriers: set[cst.CSTNode] = set()  # first statements of the `only_before` matches
         self.past_barrier = False
+        self.hoist_at: tuple[cst.CSTNode, int] | None = None  # (function body, index of the statement holding it)
+        self.captured = False
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         if len(self.function_stack) == 1:
-            self.past_barrier = False
+            self.past_barrier, self.hoist_at, self.captured = False, None, False
             self.barriers = self._barriers(node) if self.action.barrier is not None else set()
 
     def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
@@ -166,10 +203,16 @@ class _Planner(Planner):
     def enter(self, node) -> bool:
         if self.guarded and node in self.guarded:
             return False
-        if self.barriers and node in self.barriers:
+        if self.barriers and node in self.barriers and not self.past_barrier:
             self.past_barrier = True
-        if self.past_barrier and self.function_stack:
+            self.hoist_at = self._top_statement()
+        if self.past_barrier and self.function_stack and not self.action.after:
             return False  # the code after the barrier reads the updated cache: not rewritten
+        if self.action.after and not self.past_barrier:
+            return True  # before the barrier: another rule's (the cache is not updated yet)
+        if self.action.after and self.function_stack and self._rebinds_cache(node):
+            self.barriers, self.past_barrier = set(), False  # the name holds another past from here on
+            return False
         if is_a(node, cst.IfExp) and m.matches(node.test, CACHE_GUARD):
             self.guarded.add(node.orelse)
         if is_a(node, cst.Assert) and self.in_function_scope() and self._assertion(node):
@@ -193,6 +236,8 @@ class _Planner(Planner):
             captures = match_expression(pattern, view, bound)
             if captures is None:
                 continue
+            if action.after and not self._take_before_barrier(bound):
+                return True
             action.changes += 1
             replacement = action.rule.params["replacement"]
 
@@ -215,6 +260,46 @@ class _Planner(Planner):
             self.replace(node, build, captured_nodes(captures), reformat=True)
             return False
         return True
+
+    def _rebinds_cache(self, node: cst.CSTNode) -> bool:
+        """An assignment to the cache's name (``past = (k, v)``): what it reads after is not the past it was given."""
+        cache = self.bound().get("cache")
+        if cache is None or not isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+            return False
+        targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+        return any(findall(t, m.Name(cache)) for t in targets)
+
+    def _top_statement(self) -> tuple[cst.CSTNode, int] | None:
+        """(the body of the function being visited, the index of its statement that holds the current node)."""
+        functions = [i for i, n in enumerate(self.stack) if isinstance(n, cst.FunctionDef)]
+        if not functions or len(self.stack) < functions[0] + 3:
+            return None
+        body, statement = self.stack[functions[0] + 1], self.stack[functions[0] + 2]
+        index = next((i for i, s in enumerate(getattr(body, "body", ())) if s is statement), None)
+        return None if index is None else (body, index)
+
+    def _take_before_barrier(self, bound) -> bool:
+        """With ``only_after``: the ``capture`` assignment is planned once per function, before the statement that
+        holds the barrier; False (the match is left alone) where it cannot be: no such statement, or a function that
+        already uses the name it binds."""
+        if self.captured:
+            return True
+        name = _captured_name(self.action.capture)
+        if self.hoist_at is None or findall(self.stack[self._function_index()], m.Name(name)):
+            return False
+        from .helpers import filled_and_formatted
+
+        block, index = self.hoist_at
+        self.insert(block, index, filled_and_formatted(self.ctx, self.action.capture, bound, self.depth_of(block)))
+        self.captured = True
+        return True
+
+    def _function_index(self) -> int:
+        return next(i for i, n in enumerate(self.stack) if isinstance(n, cst.FunctionDef))
+
+    def depth_of(self, block: cst.CSTNode) -> int:
+        """The indentation depth of the statements of ``block``, one of the current node's ancestors."""
+        return sum(1 for n in self.stack[: self.stack.index(block) + 1] if isinstance(n, cst.IndentedBlock))
 
     def _in_test_of_if_doing(self, bound) -> bool:
         """The current node is in the test of an ``if`` whose body holds a match of ``test_of_if_doing``."""

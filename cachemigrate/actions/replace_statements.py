@@ -22,34 +22,54 @@ class ReplaceStatements(Action):
     PARAMS = {
         "pattern": (str, False, "statement template(s) to find"),
         "patterns": (list, False, "a list of statement templates; the first that matches wins"),
-        "replacement": (str, True, 'statement template using the pattern\'s holes ("" removes the statements)'),
+        "replacement": (str, False, 'statement template using the pattern\'s holes ("" removes the statements)'),
+        "replacements": (list, False, "one replacement per pattern of `patterns`, instead of `replacement`"),
         "inside_if": INSIDE_IF,
     }
 
     @classmethod
     def check_params(cls, rule, check) -> None:
         check_templates(rule, check, compile_statements, "statement", {"matched"})
-        if rule.params["replacement"].strip():
-            try:
-                compile_statements(rule.params["replacement"])
-            except TemplateError as exc:
-                raise check.fail("params.replacement", f"a valid statement template ({exc})") from None
+        params = rule.params
+        if ("replacement" in params) == ("replacements" in params):
+            raise check.fail("params.replacement", "either `replacement` or `replacements` (one per pattern)")
+        if "replacements" in params and len(params["replacements"]) != len(params.get("patterns", [])):
+            raise check.fail("params.replacements", "one replacement per pattern of `patterns`")
+        for key, template in _replacements(params):
+            if not isinstance(template, str):
+                raise check.fail(key, "a statement template")
+            if template.strip():
+                try:
+                    compile_statements(template)
+                except TemplateError as exc:
+                    raise check.fail(key, f"a valid statement template ({exc})") from None
         check_inside_if(check, rule)
 
     def __init__(self, rule, ctx) -> None:
         super().__init__(rule, ctx)
         self.patterns = [compile_statements(t) for t in rule_templates(rule)]
-        self.replacement = rule.params["replacement"]
+        # the replacement of each pattern (`replacements`: one per pattern; else `replacement` for all)
+        self.replacements = [t for _, t in _replacements(rule.params)]
+        if len(self.replacements) == 1:
+            self.replacements *= len(self.patterns)
+        self.replacement = self.replacements[0]
         self.scope = IfScope(rule.params.get("inside_if"))
 
     def planner(self) -> Planner:
         return _Planner(self)
 
 
+def _replacements(params) -> list[tuple[str, object]]:
+    """(parameter key, template) of each replacement the rule gives."""
+    if "replacements" in params:
+        return [(f"params.replacements[{i}]", t) for i, t in enumerate(params["replacements"])]
+    return [("params.replacement", params.get("replacement", ""))]
+
+
 class _Planner(Planner):
     def __init__(self, action: ReplaceStatements) -> None:
         super().__init__(action)
-        self.wraps = "matched" in holes(action.replacement)
+        self.wraps = any("matched" in holes(r) for r in action.replacements)
         self.guarded: set[cst.CSTNode] = set()  # else-blocks of `if isinstance(x, <Cache class>)`
 
     def visit_If(self, node: cst.If) -> None:
@@ -70,7 +90,7 @@ class _Planner(Planner):
         statements = [view.node for view in views]
         index = 0
         while index < len(views):
-            for pattern in action.patterns:
+            for pattern, replacement in zip(action.patterns, action.replacements):
                 captures = match_statements(pattern, statements, index, bound)
                 if captures is None:
                     continue
@@ -79,26 +99,26 @@ class _Planner(Planner):
                     continue
                 count = sum(view.count for view in run)
                 captures = {name: self.originals(value) for name, value in captures.items()}
-                self._plan(node, run[0].start, count, captures, bound, depth)
+                self._plan(node, run[0].start, count, captures, bound, depth, replacement)
                 index += len(run)
                 break
             else:
                 index += 1
 
-    def _plan(self, block, index: int, count: int, captures: dict, bound: dict, depth: int) -> None:
+    def _plan(self, block, index: int, count: int, captures: dict, bound: dict, depth: int, replacement: str) -> None:
         action: ReplaceStatements = self.action
         action.changes += 1
         matched = tuple(block.body[index : index + count])
 
         def build(resolve):
-            if not action.replacement.strip():
+            if not replacement.strip():
                 return []
             values = resolve.values(captures)
             statements = resolve.statements(matched)
             if statements:  # the matched code goes after the replacement's own first line: no leading lines
                 statements[0] = statements[0].with_changes(leading_lines=[])
             values["matched"] = tuple(statements)
-            new = filled_and_formatted(self.ctx, action.replacement, {**bound, **values}, depth)
+            new = filled_and_formatted(self.ctx, replacement, {**bound, **values}, depth)
             return preserve(new, resolve.statements(matched), statement_reformatter(self.ctx), depth)
 
         self.splice(block, index, count, build, captured_nodes(captures))

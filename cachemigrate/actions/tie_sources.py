@@ -33,8 +33,10 @@ from .tie_code import branch_locals, code_of, is_gate, method_locals, self_path,
 class Tie:
     target: str  # a parameter, dotted from the class whose ties these are
     source: str
-    how: str  # "embeddings" (output to input, under tie_word_embeddings), "gated", "built", "ungated", "unproven"
+    how: str  # "embeddings" (output to input, under tie_word_embeddings), "gated", "built", "ungated", "unproven",
+    # "conditional" (built only when `test` holds)
     why: str  # the code, for messages
+    test: str = ""  # a conditional tie's test, as code that the class's `__init__` can read ("" when it cannot)
 
 
 def _param_path(node: cst.BaseExpression) -> tuple[str, str] | None:
@@ -145,7 +147,8 @@ class TieSources:
                         f"`{test}` is true, and a class's `_tied_weights_keys` cannot follow that test: set "
                         "`self._tied_weights_keys` in `__init__` under it, before `self.post_init()`"
                     )
-                ties.append(Tie(f"{attribute}.{target}", source, "conditional" if test else "built", why))
+                ties.append(Tie(f"{attribute}.{target}", source, "conditional" if test else "built", why,
+                                test if _reads_only_config(test) else ""))  # fmt: skip
         return ties
 
     def _returned(self, name: str, method: str, depth: int) -> str | None:
@@ -311,20 +314,64 @@ class TieSources:
         ties += self._handed(name)
         if depth < 8:
             for attribute, cls in self.attributes(name).items():
+                given = self._passes_config(name, attribute)
                 for tie in self.ties(cls, top=False, depth=depth + 1):
+                    test = tie.test if given and _reads_only_config(tie.test) else ""  # readable here too
                     ties.append(dataclasses.replace(tie, target=f"{attribute}.{tie.target}",
-                                                    source=f"{attribute}.{tie.source}"))  # fmt: skip
+                                                    source=f"{attribute}.{tie.source}", test=test))  # fmt: skip
         return ties
+
+    def _passes_config(self, name: str, attribute: str) -> bool:
+        """Whether ``__init__`` of class ``name`` builds ``self.<attribute>`` with its own ``config`` as the first
+        argument (so a test of ``config`` in the sub-model reads the same object)."""
+        init = self.method(name, "__init__")
+        target = m.AssignTarget(m.Attribute(m.Name("self"), m.Name(attribute)))
+        given = m.Arg(m.Name("config"), keyword=None) | m.Arg(m.Name("config"), keyword=m.Name("config"))
+        built = findall(init, m.Assign([target], m.Call(m.Name(), args=[given, m.ZeroOrMore()]))) if init else []
+        return len(built) == 1 and len(findall(init, m.Assign([target]))) == 1
+
+
+def _reads_only_config(test: str) -> bool:
+    """``config.x`` / ``self.config.x`` tests (and their ``not``/``and``/``or``): the same in a model and in the
+    sub-model it builds with its ``config``."""
+    if not test:
+        return False
+    expression = cst.parse_expression(test)
+    names = findall(expression, m.Name())
+    configs = findall(expression, m.Attribute(m.Name("self"), m.Name("config")))
+    return all(n.value in ("self", "config") for n in names if not _is_attr_name(expression, n)) and sum(
+        n.value == "self" for n in names
+    ) == len(configs)
+
+
+def _is_attr_name(root: cst.CSTNode, name: cst.Name) -> bool:
+    return any(a.attr is name for a in findall(root, m.Attribute()))
 
 
 _TIE_CALL = m.Call(
     m.Attribute(m.Name("self"), m.Name("_tie_or_clone_weights")),
     args=[m.Arg(keyword=None), m.Arg(keyword=None)],
 )
-def resolve(ties: list[Tie], key: str) -> tuple[list[tuple[str, str]], str | None]:
+def resolve_split(ties: list[Tie], key: str) -> tuple[list, list, set[str], str | None]:
+    """As :func:`resolve`, where a conditional tie (a module handed to a sub-model only when ``test`` holds) is
+    followed both ways: ``(pairs when the tests are false, pairs when they are true, the tests, why not)``. When false,
+    a target tied only under the test is not tied, and a chain stops before the conditional link."""
+    off, why = resolve(ties, key, conditional=False)
+    if why is not None:
+        return [], [], set(), why
+    tests: set[str] = set()
+    on, why = resolve(ties, key, conditional=True, tests=tests)
+    return off, on, tests, why
+
+
+def resolve(
+    ties: list[Tie], key: str, conditional: bool | None = None, tests: set | None = None
+) -> tuple[list[tuple[str, str]], str | None]:
     """The ``(parameter, source)`` pairs of one list entry (4.x read it as a pattern searched in the full names:
     the ties whose target is ``key``, ends with ``.key``, or lies in the module ``key`` names), each source followed
-    to a parameter that is not tied itself; or ``([], why not)``."""
+    to a parameter that is not tied itself; or ``([], why not)``. A conditional tie is refused (``conditional`` None),
+    read as absent (False) or followed, its test added to ``tests`` (True); one whose test cannot be read where the
+    mapping is written is refused."""
     by_target: dict[str, Tie] = {}
     for tie in ties:
         by_target.setdefault(tie.target, tie)
@@ -339,8 +386,12 @@ def resolve(ties: list[Tie], key: str) -> tuple[list[tuple[str, str]], str | Non
         while True:
             if tie.how == "unproven":
                 return [], tie.why
-            if tie.how == "conditional":
+            if tie.how == "conditional" and (conditional is None or not tie.test):
                 return [], tie.why
+            if tie.how == "conditional" and not conditional:  # not tied when the test is false
+                break
+            if tie.how == "conditional":
+                tests.add(tie.test)
             if tie.how == "ungated":
                 return [], (
                     f"{tie.why} ties `{tie.target}` whatever `config.tie_word_embeddings` says, and 5.x ties the "
@@ -350,5 +401,9 @@ def resolve(ties: list[Tie], key: str) -> tuple[list[tuple[str, str]], str | Non
                 break
             seen.add(tie.source)
             tie = by_target[tie.source]
+        if tie.how == "conditional" and not conditional:
+            if tie.target != target:  # the chain stops before the conditional link
+                pairs.append((target, tie.target))
+            continue
         pairs.append((target, tie.source))
     return pairs, None

@@ -7,10 +7,13 @@ that 4.x reads of it (as patterns searched in the full names), so the mapping wo
 true; 4.x tied what the code tied (``tie_weights``, the modules' ``_tie_weights``). The source of each entry is
 read from that code (:mod:`.tie_sources`): an entry 4.x matched inside a sub-model (``encoder.embed_tokens.weight``
 of a head whose base model is ``model``) is written with its full name, and each source is the parameter at the
-end of the chain of ties. When the source of an entry cannot be proven the list stays and the file is reported,
-naming the entry. A class whose own ``tie_weights`` builds ``self._tied_weights_keys`` as a list while it ties is
-refused: 5.x reads it as a mapping. (An override of ``tie_weights`` takes 5.x's keywords by CM427; its ties are read
-as those of ``_tie_weights``.)"""
+end of the chain of ties. A tie built only under a test of the config (a module handed to a sub-model when the
+config shares it) is written as 5.x writes it: the class's mapping holds the ties when the test is false, and
+``__init__`` sets the mapping of the ties when it is true, under the same test, before ``self.post_init()`` (where
+5.x reads it); ties under more than one test are refused. When the source of an entry cannot be proven the list
+stays and the file is reported, naming the entry. A class whose own ``tie_weights`` builds ``self._tied_weights_keys``
+as a list while it ties is refused: 5.x reads it as a mapping. (An override of ``tie_weights`` takes 5.x's keywords
+by CM427; its ties are read as those of ``_tie_weights``.)"""
 
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from .base import Action, Planner
-from .tie_sources import TieSources, resolve
+from .tie_sources import TieSources, resolve, resolve_split
 from ..traverse import findall
 
 
@@ -47,9 +50,10 @@ class _Planner(Planner):
                 None,
                 f"`{node.name.value}.{method}` sets `self._tied_weights_keys` to a list (`{_code(written)}`), "
                 "which transformers 5.x reads as the `{tied parameter: source}` mapping (`save_pretrained`, "
-                "`tie_weights()`): there it raises AttributeError; the file was left unchanged. Build a mapping "
-                "instead (`self._tied_weights_keys = {}`, then `self._tied_weights_keys[<tied>] = <source>` for each "
-                "parameter it ties)",
+                "`tie_weights()`): there it raises AttributeError; the file was left unchanged. Build the mapping in "
+                "`__init__` instead, before `self.post_init()`, which reads it before it calls `tie_weights` "
+                "(`self._tied_weights_keys = {}`, then `self._tied_weights_keys[<tied>] = <source>` for each "
+                "parameter the method ties), and keep the method's ties without the list",
                 node=written,
             )
             return
@@ -61,23 +65,74 @@ class _Planner(Planner):
             self._unlisted(node, ties)
             return
         mapping: dict[str, str] = {}
+        under: dict[str, str] = {}  # the mapping when the conditional ties' test holds
+        tests: set[str] = set()
         for element in statement.body[0].value.elements:
             key = element.value.evaluated_value if isinstance(element.value, cst.SimpleString) else None
-            pairs, why = resolve(ties, key) if isinstance(key, str) else ([], "it is not a string")
+            off, on, seen, why = (
+                resolve_split(ties, key) if isinstance(key, str) else ([], [], set(), "it is not a string")
+            )
             if why is not None:
                 self._refuse(node, element, key, why)
                 return
-            for tied, source in pairs:
+            for tied, source in off:
                 mapping.setdefault(tied, source)
+            for tied, source in on:
+                under.setdefault(tied, source)
+            tests |= seen
+        if tests and not self._conditional(node, statement, sorted(tests), under):
+            return
         action.changes += 1
         value = cst.parse_expression(self._text(node, mapping))  # an empty list too: 5.x calls `.keys()` on it
         self.replace(statement.body[0], lambda updated, _r: updated.with_changes(value=value))
 
-    def _text(self, node: cst.ClassDef, mapping: dict[str, str]) -> str:
+    def _conditional(self, node: cst.ClassDef, statement, tests: list[str], under: dict[str, str]) -> bool:
+        """Some entries are tied only when a test of the config holds (a module handed to a sub-model under it): the
+        class keeps the mapping of the ties when it does not, and ``__init__`` sets the mapping of the ties when it
+        does, under the same test, before ``self.post_init()`` (where 5.x reads it). Or the class is refused."""
+        init = next((s for s in node.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"), None)
+        post = m.SimpleStatementLine([m.Expr(m.Call(m.Attribute(m.Name("self"), m.Name("post_init")), args=[]))])
+        index = next((i for i, s in enumerate(init.body.body) if m.matches(s, post)), None) if init else None
+        why = None
+        if len(tests) > 1:
+            why = f"its ties depend on more than one test ({', '.join(f'`{t}`' for t in tests)})"
+        elif index is None:
+            why = (
+                f"it is tied only when `{tests[0]}` is true, and `{node.name.value}` has no `__init__` of its own "
+                "calling `self.post_init()`, before which the mapping that holds then would be set"
+            )
+        if why is not None:
+            self.ctx.error(
+                self.action.rule,
+                None,
+                f"`{node.name.value}._tied_weights_keys` is a list, which transformers 5.x rejects, and {why}; the "
+                "file was left unchanged. Write the mapping by hand: the class's `_tied_weights_keys = {<tied>: "
+                "<source>, ...}` of the ties that always hold, and in `__init__`, before `self.post_init()`, under each "
+                "test, `self._tied_weights_keys = {...}` of the ties that hold then",
+                node=statement.body[0].value,
+            )
+            return False
+        unit = node.body.indent if isinstance(node.body, cst.IndentedBlock) and node.body.indent else "    "
+        body = init.body.indent if isinstance(init.body, cst.IndentedBlock) and init.body.indent else "    "
+        prefix = len(unit) + len(body) + 4 + len("self._tied_weights_keys = ")
+        text = self._text(node, under, prefix=prefix, indent="    ")
+        text = text.replace("\n", "\n    ")  # the entries indented as the body of the `if`
+        code = (
+            f"if {tests[0]}:\n"
+            "    # the ties that hold under this test, read by 5.x in post_init (added by cachemigrate)\n"
+            f"    self._tied_weights_keys = {text}\n"
+        )
+        self.insert(init.body, index, [cst.parse_statement(code)])
+        return True
+
+    def _text(self, node: cst.ClassDef, mapping: dict[str, str], prefix: int = 0, indent: str = "") -> str:
         entries = [f'"{k}": "{v}"' for k, v in mapping.items()]
-        indent = node.body.indent if isinstance(node.body, cst.IndentedBlock) and node.body.indent else "    "
+        indent = indent or (
+            node.body.indent if isinstance(node.body, cst.IndentedBlock) and node.body.indent else "    "
+        )
+        prefix = prefix or len(indent) + len("_tied_weights_keys = ")
         text = "{" + ", ".join(entries) + "}"
-        if len(indent) + len("_tied_weights_keys = ") + len(text) > self.ctx.line_length:  # one entry a line
+        if prefix + len(text) > self.ctx.line_length:  # one entry a line
             text = "{\n" + "".join(f"{indent}{entry},\n" for entry in entries) + "}"  # indented as the class body
         return text
 

@@ -15,21 +15,22 @@ from collections import Counter
 from pathlib import Path
 
 from .. import diagnostics as codes
-from .result_cache import ResultCache
 from ..diagnostics import Diagnostic
-from .progress import Reporter
 from ..edit.render import unified_diff
+from ..edit.width import width_note
 from ..proof.companions import companion_notes
+from ..proof.forced_config import forced_config_notes
 from ..proof.generate_inputs import in_place_input_notes
 from ..results import Options
 from ..rules.checked import CheckedRules
-from ..rules.eras import cache_names, config_defaults, removed_imports
+from ..rules.eras import cache_names, config_defaults, forced_config, removed_imports
 from ..source.units import package_units
+from ..source.writing import is_read_only, read_only_diagnostic, write_atomically
 from .package import migrate_unit, write_unit
+from .progress import Reporter
+from .result_cache import ResultCache
 from .runner import Failure, Result, changed_meanwhile, changed_since_read, failed, run
 from .signals import Interrupted, StopOnSignal
-from ..source.writing import is_read_only, read_only_diagnostic, write_atomically
-from ..edit.width import width_note
 
 EXIT_OK, EXIT_CHANGES, EXIT_INTERNAL = 0, 1, 123
 
@@ -67,7 +68,8 @@ def with_config_notes(result: Result, era: str) -> Result:
     """A migrated file with its notes about its config (read beside the file now: never cached): CM911 for each
     config attribute it reads that the era's runtime no longer sets by default and its config class does not set,
     CM912 where the module it takes its config from imports what that runtime removed; CM914 where a forward updates
-    in place an input that runtime's generate() keeps between steps (proof/generate_inputs.py)."""
+    in place an input that runtime's generate() keeps between steps (proof/generate_inputs.py); CM915 where it reads a
+    config attribute that transformers' own config class sets whatever it is given there (proof/forced_config.py)."""
     if result.status != "migrated":
         return result
     defaults, runtime = config_defaults(era)
@@ -75,6 +77,8 @@ def with_config_notes(result: Result, era: str) -> Result:
         return result
     notes = companion_notes(result.path, result.migrated, era, defaults, runtime, removed_imports(era))
     notes += in_place_input_notes(result.path, result.migrated, runtime)
+    forced, forced_runtime = forced_config(era)
+    notes += forced_config_notes(result.path, result.migrated, era, forced, forced_runtime)
     return dataclasses.replace(result, diagnostics=sorted([*result.diagnostics, *notes])) if notes else result
 
 

@@ -41,7 +41,7 @@ from .model import ClassInfo, FunctionInfo, ModuleInfo  # noqa: F401 (re-exporte
 from .consumers import consumers
 from .patches import library_subclasses, patch_functions
 from .roles import assign_roles
-from .heads import library_heads
+from .heads import generating_heads, library_heads, pretrained_bases
 from .one_layer import single_layers
 from ..traverse import findall, parents, walk
 from .uses import (  # noqa: F401 (re-exported: the use kinds and their vocabulary)
@@ -322,6 +322,10 @@ def analyze(module: cst.Module, cache_names: Sequence[str], only: set[str] | Non
     if over:  # a head over a library model is a head, and a `library_head` (rules of its own)
         roles["head"] += [head.name for head in over if head.name not in roles["head"]]
         roles["library_head"] = [head.name for head in over]
+        # the file's own PreTrainedModel classes the heads derive from, and the classes built on those that
+        # generate (a causal head over the file's own model, itself over the library's layers): heads too
+        roles["library_pretrained"] = pretrained_bases(structure.classes, roles["library_head"])
+        roles["head"] += generating_heads(structure.classes, roles["library_pretrained"], roles["head"])
     return ModuleInfo(
         structure.classes, structure.functions, roles, module_globals(module), unproven, over, tuple(cache_names)
     )

@@ -30,7 +30,7 @@ from .uses import CACHE_GUARD
 from .conversions import Unconvertible, attention_filters, model_filters
 from .config_code import NotFromConfig, model_code
 from .converters import Converter, converter_calls, find_converters
-from .layout import Layout, TensorLayout, Unknown, attention_layout
+from .layout import Layout, TensorLayout, Unknown, attention_layout, reads_stored_only
 from ..views.patterns import code_of
 from ..views.ranks import RankScope, int_literal
 from ..traverse import findall
@@ -99,6 +99,9 @@ def _kind(layout: Layout) -> str:
 
 def _inside(info: ModuleInfo, views) -> Layout:
     found: dict[Layout, list[str]] = {}
+    # attentions that only read back what they stored (a cross-attention reusing its keys): they keep the layout
+    # of the file's other attentions, when that one is standard (a Cache holds the tensors as they are)
+    stored_only: list[Unknown] = []
     for name in info.roles["attention"]:
         fn = info.classes[name].methods.get("forward")
         if fn is None or not fn.cache_params:
@@ -107,8 +110,14 @@ def _inside(info: ModuleInfo, views) -> Layout:
             scope = lambda fn=fn: RankScope(lookup=views.oracle.lookup(fn.cls))  # noqa: E731
             layout = attention_layout(fn.node, views.of(fn.qualname), fn.cache_params[0], scope)
         except Unknown as exc:
-            raise Unknown(f"in {fn.qualname}, {exc}", exc.explained, exc.node) from None
+            unknown = Unknown(f"in {fn.qualname}, {exc}", exc.explained, exc.node)
+            if reads_stored_only(fn.node, fn.cache_params[0]):
+                stored_only.append(unknown)
+                continue
+            raise unknown from None
         found.setdefault(layout, []).append(name)
+    if stored_only and (len(found) != 1 or not next(iter(found)).standard):
+        raise stored_only[0]
     if not found:
         raise Unknown("no attention concatenates a past")
     if len(found) > 1:

@@ -10,8 +10,14 @@ the library model's, made and updated by it. What the head owns is migrated (its
   ``transformers`` (the library's ``PreTrainedModel`` itself counts);
 - its ``__init__`` builds ``self.<attr> = X(...)`` with ``X`` imported from ``transformers``, a model class
   (the library's name of ``X`` ends in ``Model``, not ``PreTrainedModel``; an alias, ``transformers.GPT2Model`` or
-  ``modeling_gpt2.GPT2Model`` are read through the imports, :mod:`.library_imports`);
+  ``modeling_gpt2.GPT2Model`` are read through the imports, :mod:`.library_imports`) or a model's stack of layers
+  (``Encoder``, ``Decoder``: ``self.encoder = BertEncoder(config)``, a head that embeds and masks itself and hands the
+  library's layers the past);
 - its ``forward`` hands a cache variable to ``self.<attr>(...)``.
+
+A file of transformers' own tree reaches the library with relative imports (``from ..bert.modeling_bert import
+BertEncoder``, ``from ...modeling_utils import PreTrainedModel``): they count (``library_names(tree=True)``), as
+they resolve to the installed transformers when the file runs as one of its modules.
 """
 
 from __future__ import annotations
@@ -29,6 +35,10 @@ from .library_imports import library_names, resolve
 from .model import ClassInfo
 
 
+# how the library's names of the modules a head may wrap end: a model, or a model's stack of layers
+MODULES = ("Model", "Encoder", "Decoder")
+
+
 @dataclasses.dataclass(frozen=True)
 class LibraryHead:
     """A head of the file over a model of the installed transformers."""
@@ -41,6 +51,12 @@ class LibraryHead:
     # name it binds the model's outputs to (``outputs = self.transformer(...)``; None for any other statement)
     handoff: int | None = None
     outputs: str | None = None
+
+    @property
+    def stack(self) -> bool:
+        """The library module is a model's stack of layers (an ``nn.Module``), not a model: it has no
+        ``_supports_cache_class`` to read."""
+        return not self.model.endswith("Model")
 
 
 def _library_pretrained(cls: ClassInfo, classes: dict[str, ClassInfo], names: dict[str, str]) -> bool:
@@ -70,7 +86,7 @@ def _library_model(cls: ClassInfo, names: dict[str, str]) -> tuple[str, str, str
     handed = forward.passes_to_self_attr()
     for attribute, built in cls.submodules.items():
         library, name = resolve(built, names)
-        model = library is not None and name.endswith("Model") and not name.endswith("PreTrainedModel")
+        model = library is not None and name.endswith(MODULES) and not name.endswith("PreTrainedModel")
         if model and f"self.{attribute}" in handed:
             return attribute, built, library
     return None
@@ -78,7 +94,7 @@ def _library_model(cls: ClassInfo, names: dict[str, str]) -> tuple[str, str, str
 
 def library_heads(module: cst.Module, classes: dict[str, ClassInfo]) -> list[LibraryHead]:
     """The heads of the file over library models (see the module's docstring), in file order."""
-    names = library_names(module)
+    names = library_names(module, tree=True)
     found = []
     for cls in classes.values():
         if not _library_pretrained(cls, classes, names):
@@ -88,6 +104,39 @@ def library_heads(module: cst.Module, classes: dict[str, ClassInfo]) -> list[Lib
             attribute, model, library = wrapped
             index, outputs = handoff(cls.methods["forward"].node, attribute)
             found.append(LibraryHead(cls.name, attribute, model, library, index, outputs))
+    return found
+
+
+def pretrained_bases(classes: dict, heads: list[str]) -> list[str]:
+    """The classes of the file that the classes ``heads`` derive from, directly or through each other, other than
+    the heads themselves (file order)."""
+    found: set[str] = set()
+    todo = [base for name in heads for base in classes[name].bases]
+    while todo:
+        base = todo.pop()
+        if base in classes and base not in found and base not in heads:
+            found.add(base)
+            todo.extend(classes[base].bases)
+    return [name for name in classes if name in found]
+
+
+def generating_heads(classes: dict, pretrained: list[str], known: list[str]) -> list[str]:
+    """Classes of the file deriving from one of ``pretrained`` (not one of them, nor in ``known``) that define a
+    generation hook (``prepare_inputs_for_generation``, ``_reorder_cache``): heads, in file order."""
+    found: list[str] = []
+    for name, cls in classes.items():
+        if name in pretrained or name in known:
+            continue
+        seen, todo = set(), list(cls.bases)
+        while todo:
+            base = todo.pop()
+            if base in seen or base not in classes:
+                continue
+            seen.add(base)
+            todo.extend(classes[base].bases)
+        hooks = "prepare_inputs_for_generation" in cls.methods or "_reorder_cache" in cls.methods
+        if hooks and seen & set(pretrained):
+            found.append(name)
     return found
 
 

@@ -197,6 +197,19 @@ def _concatenations_of(function: cst.FunctionDef, cache: str) -> list[cst.Call]:
     return [call for call in findall(function, cat) if call.args and reads(call.args[0].value)]
 
 
+def reads_stored_only(function: cst.FunctionDef, cache: str) -> bool:
+    """The attention never concatenates its past and reads it only as stored, each element whole into a name
+    (``key = past[0]``, ``value = past[1]``): a cross-attention that reuses the keys it wrote once. Its code shows
+    no layout; it keeps whatever it stores."""
+    if _concatenations_of(function, cache):
+        return False
+    element = m.Subscript(value=m.Name(cache))
+    whole = m.Assign(targets=[m.AssignTarget(m.Name())], value=element)
+    reads = findall(function, element)
+    kept = {id(a.value) for a in findall(function, whole) if int_literal(a.value.slice[0].slice.value) in (0, 1)}
+    return bool(reads) and all(id(r) in kept for r in reads)
+
+
 def _inputs_cached(function: cst.FunctionDef, concatenations: list[cst.Call]) -> tuple[cst.Call, str] | None:
     """(the call, the parameter) of a concatenation of the past with a parameter of the function as it came in
     (4.6's GPT-Neo local attention: ``torch.cat([past, hidden_states], dim=1)``): the past holds inputs, not keys

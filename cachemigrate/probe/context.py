@@ -72,7 +72,7 @@ class Probe:
     def cross_targets(self) -> list:
         """The seq2seq head and/or the causal head with encoder inputs, of both files (CrossTarget each)."""
         if not hasattr(self, "_cross_targets"):
-            self._cross_targets = cross_targets(self.orig, self.migr)
+            self._cross_targets = cross_targets(self.orig, self.migr, self.settings)
         return self._cross_targets
 
     def cross_pair(self, target, attn: str = "eager", *, torchscript: bool = False, fresh: bool = False):

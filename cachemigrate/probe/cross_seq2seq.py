@@ -14,7 +14,7 @@ from .compare import CheckFailed, CheckInconclusive, CheckSkipped, kind, one_lin
 from .compare import logits as _logits
 from .compare import past as _past
 from .context import MAX_NEW_TOKENS, PROMPT_LEN, STEPS
-from .seq2seq import ENCODER_LEN, cross_targets, encoder_states
+from .seq2seq import cross_targets, encoder_states
 
 RUN = (
     "cross_tuple_stepwise",
@@ -46,13 +46,14 @@ def _generate(target, model, prompt, states, **kwargs):
         return {"error": one_line(exc)}
 
 
-def record(classes, seed: int) -> list[dict]:
-    """For each decoder with cross-attention of the original module: its config, state_dict, encoder states, and
-    what it returned (tuple path, step after step; ``use_cache=False`` with a past; greedy and 3-beam tokens)."""
+def record(classes, seed: int, settings: dict | None = None) -> list[dict]:
+    """For each decoder with cross-attention of the original module: its config (with ``settings`` set over it),
+    state_dict, encoder states, and what it returned (tuple path, step after step; ``use_cache=False`` with a past;
+    greedy and 3-beam tokens)."""
     from .models import build_original
 
     entries = []
-    for target in cross_targets(classes, classes):
+    for target in cross_targets(classes, classes, settings):
         entry = {"kind": target.kind, "model_class": target.orig.model_class.__name__}
         try:
             model = build_original(target.orig, target.config(), seed)
@@ -186,17 +187,25 @@ def _written_once(r, d: Decoder) -> str:
         if _past(out) is not cache:
             raise CheckFailed(f"step {i}: returned {kind(_past(out))}, not the EncoderDecoderCache passed in")
         r.close(recorded["logits"], _logits(out), f"step {i} logits")
-        if cache.get_seq_length() != end:
-            raise CheckFailed(f"step {i}: self-attention length {cache.get_seq_length()}, not {end}")
+        # as many positions as the original's tuple past holds in each part (end and ENCODER_LEN, unless the
+        # original keeps something else there: BigBird's self-attention, handed the encoder states too, keeps the
+        # encoder's keys in the self part)
+        expected_self = recorded["past"][0][0].shape[-2]
+        expected_cross = [layer[2].shape[-2] for layer in recorded["past"]]
+        if cache.get_seq_length() != expected_self:
+            raise CheckFailed(f"step {i}: self-attention length {cache.get_seq_length()}, not {expected_self}")
         cross = cache.cross_attention_cache
         lengths = [cross.get_seq_length(layer) for layer in range(len(_cross_keys(cross)))]
-        if not lengths or set(lengths) != {ENCODER_LEN}:
-            raise CheckFailed(f"step {i}: cross-attention lengths {lengths}, expected {ENCODER_LEN} per layer")
+        if lengths != expected_cross:
+            raise CheckFailed(f"step {i}: cross-attention lengths {lengths}, expected {expected_cross}")
         tensors = [t.data_ptr() for t in _cross_keys(cross)]
         if written is not None and tensors != written:
             raise CheckFailed(f"step {i}: the cross-attention keys were written again")
         written = tensors
-    return f"same object; self part grew to {PROMPT_LEN + STEPS}, cross part {ENCODER_LEN}, written at step 0 only"
+    return (
+        f"same object; self part grew to {cache.get_seq_length()}, cross part {lengths[0]}, written at step 0 only,"
+        " as the tuple past"
+    )
 
 
 def _self_only(r, d: Decoder) -> str:

@@ -71,16 +71,19 @@ class CrossTarget:
         return {**inputs, "past_key_values": past, **kwargs}
 
 
-def cross_targets(original: ModelClasses, migrated: ModelClasses) -> list[CrossTarget]:
-    """The seq2seq head first, then a causal head with cross-attention inputs, for each the file has."""
+def cross_targets(original: ModelClasses, migrated: ModelClasses, settings: dict | None = None) -> list[CrossTarget]:
+    """The seq2seq head first, then a causal head with cross-attention inputs, for each the file has. ``settings``
+    (``--config``) are set over each one's config last, as for the decoder-only checks."""
+    settings = dict(settings or {})
     targets = []
     if original.seq2seq_class is not None and migrated.seq2seq_class is not None:
-        targets.append(CrossTarget("seq2seq", _as_model(original, "seq2seq"), _as_model(migrated, "seq2seq")))
+        seq2seq = (_as_model(original, "seq2seq"), _as_model(migrated, "seq2seq"))
+        targets.append(CrossTarget("seq2seq", *seq2seq, settings))
     if _decoder_over_encoder(original) and _decoder_over_encoder(migrated):
         changes = {"is_decoder": True}
         if hasattr(tiny_config(original.config_class), "add_cross_attention"):
             changes["add_cross_attention"] = True
-        targets.append(CrossTarget("causal", original, migrated, changes))
+        targets.append(CrossTarget("causal", original, migrated, {**changes, **settings}))
     return targets
 
 

@@ -103,7 +103,7 @@ def record(path: Path, folder: Path, package: str | None, seed: int, settings: d
         meta.update(reference.pop("meta_part"))
     else:
         meta.update(model_class=None, has_head=False)
-    reference["cross"] = cross_seq2seq.record(classes, seed)
+    reference["cross"] = cross_seq2seq.record(classes, seed, settings)
     torch.save(reference, folder / REFERENCE)
     return meta
 

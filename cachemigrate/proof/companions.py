@@ -34,7 +34,7 @@ from ..rules.eras import removed_entry
 BASES = {"PretrainedConfig", "PreTrainedConfig"}
 
 
-def _reads(tree: ast.AST, names: dict[str, str]) -> dict[str, ast.Attribute]:
+def config_reads(tree: ast.AST, names: dict[str, str]) -> dict[str, ast.Attribute]:
     """The first read of each ``config.X`` / ``self.config.X`` with ``X`` in ``names``."""
     found: dict[str, ast.Attribute] = {}
     for node in ast.walk(tree):
@@ -62,7 +62,7 @@ def _tied_mapping(tree: ast.Module) -> ast.Assign | None:
     return None
 
 
-def _config_class(tree: ast.Module) -> str | None:
+def config_class_of(tree: ast.Module) -> str | None:
     """The name a class of the file assigns to ``config_class``."""
     for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
         for stmt in cls.body:
@@ -126,7 +126,7 @@ def companion_notes(path: str, code: str, era: str, defaults: dict[str, str], ru
         tree = ast.parse(code)
     except SyntaxError:
         return []
-    name = _config_class(tree)
+    name = config_class_of(tree)
     if name is None:
         return []
     if any(isinstance(n, ast.ClassDef) and n.name == name for n in tree.body):
@@ -191,7 +191,7 @@ def missing_defaults(path: str, tree: ast.Module, name: str, companion: Path | N
                      defaults: dict[str, str], runtime: str, era: str) -> list[Diagnostic]:  # fmt: skip
     """CM911 notes: each attribute of ``defaults`` (name -> 4.x default) the file reads from its config that its
     config class ``name`` does not set."""
-    reads = _reads(tree, defaults) if defaults else {}
+    reads = config_reads(tree, defaults) if defaults else {}
     tied = _tied_mapping(tree) if "tie_word_embeddings" in defaults else None
     sets = _sets(config_tree, name) if reads or tied else None
     if sets is None:

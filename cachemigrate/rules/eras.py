@@ -91,6 +91,18 @@ def config_defaults(era: str, root: Path = BUILTIN_RULES) -> tuple[dict[str, str
     return {}, ""
 
 
+def forced_config(era: str, root: Path = BUILTIN_RULES) -> tuple[dict[str, dict], str]:
+    """``[changed.forced_config]`` of the era or the nearest era it extends that has it (a config attribute ->
+    ``{"value": ..., "classes": [...], "kept_in": {class: attribute}}``: transformers' config classes that set the
+    attribute whatever they are given), and the runtime range of the era that says so."""
+    for name in lineage(era, root):
+        changed = _era_table(root / name / "era.toml").get("changed", {})
+        value = changed.get("forced_config") if isinstance(changed, dict) else None
+        if isinstance(value, dict):
+            return {key: item for key, item in value.items() if isinstance(item, dict)}, runtime_of(name, root)
+    return {}, ""
+
+
 def removed_imports(era: str, root: Path = BUILTIN_RULES) -> tuple[str, ...]:
     """``[removed] imports`` of the era or the nearest era it extends that lists them."""
     for name in lineage(era, root):

@@ -59,7 +59,7 @@ _RULE_KEYS = {
 
 _ERA_KEYS = {
     "era", "runtime", "cache_names", "cache_module", "facts", "extends", "remove", "remove_because", "restore",
-    "auto", "removed",
+    "auto", "removed", "changed",
 }  # fmt: skip
 
 
@@ -100,6 +100,7 @@ def load_era(path: Path, parent: Era | None = None) -> Era:
             default=check.get(f"{prefix}.default", str, "a string", None),
         )
     check.unknown({"names", "imports", "methods", "config_defaults", "instead"}, "removed") if "removed" in data else None
+    check.unknown({"forced_config"}, "changed") if "changed" in data else None
     inherited = parent is not None
     return Era(
         name=check.get("era", str, 'the era name as a string, e.g. "4.52"'),

@@ -15,6 +15,8 @@ What the view makes equal (``C`` is a cache variable of the function, found by t
   flag assigned once from such a test (``has_layer_past = layer_past is not None``) stands for the test;
 * ``a, b = C``, ``(a, b) = C``, ``a, b = C[0], C[1]``, and ``a = C[0]`` followed by ``b = C[1]``: folded into
   the statements that follow, where ``a`` and ``b`` read ``C[0]`` and ``C[1]`` (when nothing else reads them);
+  a lone ``a = C[i]`` read by the next statement only is folded into it (``prev_key = C[0]`` then
+  ``key = torch.cat((prev_key, key), dim=2)``: ``key = torch.cat((C[0], key), dim=2)``);
   an element read through a swap of two axes (``a, b = C[0].transpose(-2, -1), C[1]``) is folded as written.
 """
 
@@ -286,30 +288,33 @@ class FunctionViews:
         """An unpack of a cache variable at ``body[index]`` whose names are only read right after it, in this
         block: the names and the number of statements the unpack spans."""
         unpack = _unpacked(body[index], self.caches)
-        count = 1
+        count, positions, single = 1, None, False
         if unpack is None:
             first = _single_index(body[index], self.caches)
             second = _single_index(body[index + 1], self.caches) if first and index + 1 < len(body) else None
-            if not (first and second and first[1] == second[1] and (first[2], second[2]) == (0, 1)):
+            if first and second and first[1] == second[1] and (first[2], second[2]) == (0, 1):
+                unpack, count = ([first[0], second[0]], first[1]), 2
+            elif first and index + 1 < len(body):  # `a = C[i]` read by the next statement only
+                unpack, positions, single = ([first[0]], first[1]), [first[2]], True
+            else:
                 return None
-            unpack, count = ([first[0], second[0]], first[1]), 2
         names, owner = unpack
         if len(set(names)) != len(names) or owner in names:
             return None
-        rest = body[index + count :]
+        rest = body[index + count :] if not single else body[index + 1 : index + 2]
         if any(self._assigns(stmt, {*names, owner}) for stmt in rest):
             return None
         outside = [
             n for n in _names(self.function) if n in names
         ]  # every mention in the function: the unpack's own plus the reads right after it
         inside = [n for stmt in body[index : index + count] + rest for n in _names(stmt) if n in names]
-        if len(outside) != len(inside):
+        if len(outside) != len(inside) or single and len(inside) < 2:
             return None
         # the user's own Name node of the cache, so that a capture of it resolves to what other rules make of it
         owner_node = next((n for n in findall(body[index].body[0].value, m.Name(owner))), cst.Name(owner))
         replacements = {
             name: cst.Subscript(owner_node, [cst.SubscriptElement(cst.Index(cst.Integer(str(i))))])
-            for i, name in enumerate(names)
+            for i, name in zip(positions or range(len(names)), names)
         }
         value = body[index].body[0].value if count == 1 else None
         if isinstance(value, cst.Tuple):  # `a, b = C[0].transpose(-2, -1), C[1]`: `a` reads the view as written

@@ -1,7 +1,8 @@
 """Tensor ranks inferred along a function's own code, so that ``dim=2`` can be told apart from ``dim=-1``.
 
 A rank is known when the code says it: ``x.view(b, s, h, d)`` (4), ``x.permute(0, 2, 1, 3)`` (4),
-``x.unsqueeze(1)`` (one more), ``torch.stack`` (one more), an einops pattern (``rearrange(x, "b s (h d) -> b h s d")``:
+``x.unsqueeze(1)`` (one more), ``x.view(*shape)`` of a local tuple ``shape`` (its length), each of the tensors
+``parts[0]`` of ``parts = x.chunk(n, dim)`` (or ``split``: the rank of ``x``), ``torch.stack`` (one more), an einops pattern (``rearrange(x, "b s (h d) -> b h s d")``:
 4, the axes right of the arrow) or an einsum's (``"bhqd,bhkd->bhqk"``), a method of the same class or a function of the same
 module whose return has a known rank (``self._split_heads(x)``, ``self._shape(x, s, b)``), and whatever keeps
 the rank of its input (``transpose``, ``contiguous``, ``to``, slicing, arithmetic). Arithmetic takes the largest
@@ -115,6 +116,8 @@ class RankScope:
     def __init__(self, known: Mapping[str, int] | None = None, lookup: Lookup | None = None) -> None:
         self.ranks: dict[str, int] = dict(known or {})
         self.lookup = lookup or (lambda name, index: None)
+        self.lengths: dict[str, int] = {}  # locals bound to a tuple of known length (`shape = (b, h, -1, d)`)
+        self.elements: dict[str, int] = {}  # locals bound to the tensors of a `chunk` / `split`: their rank
 
     # -- expressions -----------------------------------------------------------------------------------------
 
@@ -133,6 +136,11 @@ class RankScope:
         return None
 
     def _subscript(self, node: cst.Subscript) -> int | None:
+        if isinstance(node.value, cst.Name) and node.value.value in self.elements:  # `parts[0]` of a chunk
+            index = node.slice[0].slice if len(node.slice) == 1 else None
+            if isinstance(index, cst.Index) and int_literal(index.value) is not None:
+                return self.elements[node.value.value]
+            return None
         base = self.rank(node.value)
         if base is None:
             return None
@@ -162,6 +170,8 @@ class RankScope:
             if _dotted(receiver) == "torch":
                 return self._torch(method, node)
             if method in SETS_RANK:
+                if len(args) == 1 and args[0].star == "*" and isinstance(args[0].value, cst.Name):
+                    return self.lengths.get(args[0].value.value)  # `x.view(*shape)`
                 if any(a.star for a in args) or not args:
                     return None
                 if len(args) == 1:
@@ -222,6 +232,13 @@ class RankScope:
     def assign(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
         if isinstance(target, cst.Name):
             self._set(target.value, self.rank(value))
+            self.lengths.pop(target.value, None)
+            self.elements.pop(target.value, None)
+            if isinstance(value, cst.Tuple) and not any(isinstance(e, cst.StarredElement) for e in value.elements):
+                self.lengths[target.value] = len(value.elements)
+            method = value.func.attr.value if m.matches(value, m.Call(func=m.Attribute())) else None
+            if method in ("split", "chunk", "tensor_split") and self.rank(value.func.value) is not None:
+                self.elements[target.value] = self.rank(value.func.value)
             return
         if not isinstance(target, (cst.Tuple, cst.List)):
             return

@@ -60,7 +60,27 @@ def tuple_only_library_model(model) -> str | None:
     path on this runtime, as its original: the Cache checks have nothing to check."""
     base = type(getattr(model, "base_model", model))
     if base is type(model) or base.__module__ == type(model).__module__:
-        return None
+        stack = library_stack(getattr(model, "base_model", model))
+        if stack is None or getattr(base, "_supports_cache_class", True):
+            return None
+        return (
+            f"the library layers its model wraps ({type(stack).__name__} of this transformers) take no Cache on this "
+            f"runtime, and {base.__name__} does not claim one (`_supports_cache_class` False)"
+        )
     if getattr(base, "_supports_cache_class", True):
         return None
     return f"the library model it wraps ({base.__name__} of this transformers) takes no Cache on this runtime"
+
+
+def library_stack(model):
+    """The first direct submodule of ``model`` that is a transformers model's stack of layers, of another module than
+    the model's own (``self.encoder = BertEncoder(config)`` of a head over the library's layers), or None."""
+    own = type(model).__module__
+    for child in model.children():
+        module = type(child).__module__
+        if module != own and module.startswith("transformers.models.") and type(child).__name__.endswith(STACKS):
+            return child
+    return None
+
+
+STACKS = ("Encoder", "Decoder")  # as cachemigrate.facts.heads reads a library model's stack of layers
