@@ -65,15 +65,30 @@ def _fields(node: CSTNode) -> tuple[str, ...]:
     return fields
 
 
+_SHAPES: dict[type, int] = {}  # a field value's type -> 1: a node, 2: a sequence (of nodes), 0: anything else
+
+
+def _shape(kind: type) -> int:
+    """``isinstance`` answered once per type: libcst's node classes are ABCs, whose check is a Python call."""
+    shape = _SHAPES.get(kind)
+    if shape is None:
+        shape = _SHAPES[kind] = 1 if issubclass(kind, CSTNode) else 2 if issubclass(kind, (tuple, list)) else 0
+    return shape
+
+
 def children(node: CSTNode) -> list[CSTNode]:
     """``node.children``: the child nodes in the order libcst visits them."""
     found: list[CSTNode] = []
-    for name in _FIELDS.get(type(node)) or _fields(node):
+    fields = _FIELDS.get(type(node))
+    for name in fields if fields is not None else _fields(node):
         value = getattr(node, name)
-        if isinstance(value, CSTNode):
+        shape = _SHAPES.get(type(value))
+        if shape is None:
+            shape = _shape(type(value))
+        if shape == 1:
             found.append(value)
-        elif isinstance(value, (tuple, list)):
-            found.extend(item for item in value if isinstance(item, CSTNode))
+        elif shape == 2:
+            found.extend(item for item in value if _shape(type(item)) == 1)
     return found
 
 

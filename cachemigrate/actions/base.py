@@ -13,7 +13,7 @@ import libcst as cst
 
 from ..diagnostics import Diagnostic
 from ..edit.edits import Edit, Replace, Resolve, Splice, remove
-from ..traverse import children, walk, walk_many
+from ..traverse import children, walk
 
 if TYPE_CHECKING:
     from ..facts.analysis import ModuleInfo
@@ -108,32 +108,99 @@ class Action:
         """Called once every rule has planned, with all their edits: a last adjustment of this action's own."""
 
 
+class Where:
+    """Where a walk is: the module down to the node being visited (inclusive), the class and the functions it is
+    in, the indentation depth of the statements being visited. A planner's own, or shared by every planner of one
+    walk (:mod:`cachemigrate.actions.together`): a planner is only called at nodes it visits, where both agree."""
+
+    __slots__ = ("stack", "class_stack", "function_stack", "depth")
+
+    def __init__(self) -> None:
+        self.stack: list[cst.CSTNode] = []
+        self.class_stack: list[str] = []
+        self.function_stack: list[str] = []
+        self.depth = 0
+
+
+_KINDS: dict[type, tuple[bool, bool, bool, bool]] = {}
+
+
+def node_kind(kind: type) -> tuple[bool, bool, bool, bool]:
+    """(class, function, statement, indented block) for a node type: ``isinstance`` answered once per type (libcst's
+    node classes are ABCs, whose ``isinstance`` costs a Python call each time)."""
+    facts = _KINDS.get(kind)
+    if facts is None:
+        facts = _KINDS[kind] = (
+            issubclass(kind, cst.ClassDef),
+            issubclass(kind, cst.FunctionDef),
+            issubclass(kind, cst.BaseStatement),
+            issubclass(kind, cst.IndentedBlock),
+        )
+    return facts
+
+
+_SUBTYPES: dict[tuple[type, type | tuple[type, ...]], bool] = {}
+
+
+def is_a(node: object, cls: type | tuple[type, ...]) -> bool:
+    """``isinstance(node, cls)``, answered once per node type and class (libcst's node classes are ABCs)."""
+    key = (type(node), cls)
+    found = _SUBTYPES.get(key)
+    if found is None:
+        found = _SUBTYPES[key] = issubclass(type(node), cls)
+    return found
+
+
 class Planner(cst.CSTVisitor):
     """A visitor of the original tree that knows the class and top-level function it is in and the path from the
     module down to the current node, to plan edits only within the rule's scope.
 
     Classes and functions out of scope are skipped whole, unless ``VISIT_EVERYTHING`` is set by an action that
-    also edits call sites elsewhere in the file."""
+    also edits call sites elsewhere in the file.
+
+    At each node it visits, a planner's ``visit_<Node>`` is called, then :meth:`enter` (a planner that looks at
+    every node overrides it); at each node it was called on, ``leave_<Node>``."""
 
     VISIT_EVERYTHING = False
     CLASS_LEVEL = False  # the planner edits classes themselves (attributes, bases, methods), not only functions
+    # its own :meth:`enter` may act on trivia (whitespace, comments, punctuation, operators): the shared walk
+    # (:mod:`cachemigrate.actions.together`) skips trivia only for planners whose ``enter`` says it does not
+    ENTERS_TRIVIA = True
 
     def __init__(self, action: Action) -> None:
         super().__init__()
         self.action = action
         self.ctx = action.ctx
-        self.class_stack: list[str] = []
-        self.function_stack: list[str] = []
-        self.stack: list[cst.CSTNode] = []  # the module down to the node being visited, inclusive
-        self.depth = 0  # indentation depth of the statements being visited
+        self.where = Where()
+        self._hooks: dict[type, tuple[Callable | None, Callable | None]] = {}
+
+    @property
+    def stack(self) -> list[cst.CSTNode]:
+        """The module down to the node being visited, inclusive."""
+        return self.where.stack
+
+    @property
+    def class_stack(self) -> list[str]:
+        return self.where.class_stack
+
+    @property
+    def function_stack(self) -> list[str]:
+        return self.where.function_stack
+
+    @property
+    def depth(self) -> int:
+        """Indentation depth of the statements being visited."""
+        return self.where.depth
 
     @property
     def current_class(self) -> str | None:
-        return self.class_stack[-1] if self.class_stack else None
+        class_stack = self.where.class_stack
+        return class_stack[-1] if class_stack else None
 
     @property
     def current_function(self) -> str | None:
-        return self.function_stack[0] if self.function_stack else None
+        function_stack = self.where.function_stack
+        return function_stack[0] if function_stack else None
 
     def in_function_scope(self) -> bool:
         return self.current_function in self.ctx.functions
@@ -178,35 +245,55 @@ class Planner(cst.CSTVisitor):
             return any(q.startswith(name + ".") for q in self.ctx.functions)
         return name in self.ctx.functions
 
+    def hooks(self, kind: type) -> tuple[Callable | None, Callable | None]:
+        """This planner's bound ``visit_<Node>`` and ``leave_<Node>`` for a node type (None where it has none),
+        looked up once per type: what libcst's ``on_visit``/``on_leave`` look up at every node."""
+        found = self._hooks.get(kind)
+        if found is None:
+            found = self._hooks[kind] = (self._hook(f"visit_{kind.__name__}"), self._hook(f"leave_{kind.__name__}"))
+        return found
+
+    def _hook(self, name: str) -> Callable | None:
+        """The bound method ``name``, or None where it is libcst's own (``CSTVisitor`` defines every
+        ``visit_<Node>``/``leave_<Node>`` as doing nothing and returning None: calling it changes nothing)."""
+        method = getattr(self, name, None)
+        if method is not None and getattr(type(self), name, None) is getattr(cst.CSTVisitor, name, object()):
+            return None
+        return method
+
+    def skips(self, moved: str | None, name: str | None) -> bool:
+        """Whether the node just entered is out of scope (``moved``, from :func:`arrive`: "class" for a class
+        pushed on the class stack, "function" for a function pushed on the function stack, "statement" for any
+        other module-level statement; None for any other node): it and its children are not visited."""
+        if self.VISIT_EVERYTHING or moved is None:
+            return False
+        if moved == "class":
+            return name not in self.ctx.classes and not any(q.startswith(name + ".") for q in self.ctx.functions)
+        if moved == "function":
+            function_stack = self.where.function_stack
+            return len(function_stack) == 1 and function_stack[0] not in self.ctx.functions
+        return True
+
+    def enter(self, node: cst.CSTNode) -> bool:
+        """Called at each node visited, after its ``visit_<Node>`` did not return False: False skips the children."""
+        return True
+
     def on_visit(self, node: cst.CSTNode) -> bool:
         """Track where we are, and skip whole classes and functions the rule does not apply to."""
-        self.stack.append(node)
-        skip = not self.VISIT_EVERYTHING
-        if isinstance(node, cst.ClassDef) and not self.function_stack:
-            self.class_stack.append(node.name.value)
-            name = node.name.value
-            if skip and name not in self.ctx.classes and not any(q.startswith(name + ".") for q in self.ctx.functions):
-                return False
-        elif isinstance(node, cst.FunctionDef):
-            owner = self.current_class if len(self.class_stack) == 1 and not self.function_stack else None
-            self.function_stack.append(f"{owner}.{node.name.value}" if owner else node.name.value)
-            if skip and len(self.function_stack) == 1 and self.function_stack[0] not in self.ctx.functions:
-                return False
-        elif skip and isinstance(node, cst.BaseStatement) and not self.class_stack and not self.function_stack:
-            return False  # module-level statements other than classes and functions
-        if isinstance(node, cst.IndentedBlock):
-            self.depth += 1
-        return super().on_visit(node)
+        kind = type(node)
+        moved, name = arrive(self.where, node, node_kind(kind))
+        if self.skips(moved, name):
+            return False
+        visit = self.hooks(kind)[0]
+        if visit is not None and visit(node) is False:
+            return False
+        return self.enter(node)
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
-        super().on_leave(original_node)
-        if isinstance(original_node, cst.IndentedBlock):
-            self.depth -= 1
-        if isinstance(original_node, cst.FunctionDef):
-            self.function_stack.pop()
-        elif isinstance(original_node, cst.ClassDef) and not self.function_stack:
-            self.class_stack.pop()
-        self.stack.pop()
+        leave = self.hooks(type(original_node))[1]
+        if leave is not None:
+            leave(original_node)
+        depart(self.where, node_kind(type(original_node)))
 
     # -- planning --------------------------------------------------------------------------------------------
 
@@ -260,6 +347,41 @@ def descend(root: cst.CSTNode, node: cst.CSTNode) -> tuple[cst.CSTNode, ...] | N
     return None
 
 
+def arrive(where: Where, node: cst.CSTNode, kind: tuple[bool, bool, bool, bool]) -> tuple[str | None, str | None]:
+    """Enter ``node`` (whose :func:`node_kind` is ``kind``): push it, its class or function, count its block.
+    Returns what :meth:`Planner.skips` reads: which stack moved ("class", "function", "statement" for another
+    module-level statement, or None) and the class's name."""
+    where.stack.append(node)
+    is_class, is_function, is_statement, is_block = kind
+    moved = name = None
+    if is_class and not where.function_stack:
+        name = node.name.value
+        where.class_stack.append(name)
+        moved = "class"
+    elif is_function:
+        class_stack, function_stack = where.class_stack, where.function_stack
+        owner = class_stack[-1] if len(class_stack) == 1 and not function_stack else None
+        function_stack.append(f"{owner}.{node.name.value}" if owner else node.name.value)
+        moved = "function"
+    elif is_statement and not where.class_stack and not where.function_stack:
+        return "statement", None  # module-level statements other than classes and functions
+    if is_block:
+        where.depth += 1
+    return moved, name
+
+
+def depart(where: Where, kind: tuple[bool, bool, bool, bool]) -> None:
+    """Leave the node :func:`arrive` entered (once its ``leave_<Node>`` hooks ran)."""
+    is_class, is_function, _, is_block = kind
+    if is_block:
+        where.depth -= 1
+    if is_function:
+        where.function_stack.pop()
+    elif is_class and not where.function_stack:
+        where.class_stack.pop()
+    where.stack.pop()
+
+
 def captured_nodes(values: Mapping[str, object]) -> list[cst.CSTNode]:
     """Every original node a capture dict holds (block bodies flattened), for :meth:`Planner.replace`."""
     nodes: list[cst.CSTNode] = []
@@ -269,26 +391,3 @@ def captured_nodes(values: Mapping[str, object]) -> list[cst.CSTNode]:
         elif isinstance(value, cst.CSTNode):
             nodes.append(value)
     return nodes
-
-
-def plan_together(module: cst.Module, actions: Sequence[Action]) -> None:
-    """``action.plan(module)`` for every action (all of them :meth:`Action.plans_by_walking`), in ONE walk of the
-    module: each planner is called exactly as in its own walk (the scoped ones only in the classes and functions
-    they want), so each action ends with the edits its own :meth:`Action.plan` would give."""
-    planners = [action.planner() for action in actions]
-    everything = [planner for planner in planners if planner.VISIT_EVERYTHING]
-    scoped = [planner for planner in planners if not planner.VISIT_EVERYTHING]
-    for planner in scoped:
-        planner.stack.append(module)
-    active = [planner for planner in everything if planner.on_visit(module)]
-    tops = {id(stmt) for stmt in module.body if isinstance(stmt, (cst.ClassDef, cst.FunctionDef))}
-    for child in children(module):
-        visitors = list(active)
-        if id(child) in tops:
-            visitors += [planner for planner in scoped if planner.wants(child)]
-        if visitors:
-            walk_many(child, visitors)
-    for planner in everything:
-        planner.on_leave(module)
-    for planner in scoped:
-        planner.stack.pop()

@@ -29,7 +29,7 @@ from ..facts.consumers import (
 )
 from ..facts.uses import CACHE_GUARD
 from ..traverse import findall
-from .base import Action, Planner
+from .base import Action, Planner, is_a
 from .replace_expression import LOOSE, _is_operand
 
 CONSTRUCTS = ("length", "layer", "rollback", "window", "iterate")
@@ -86,6 +86,8 @@ class EditCacheConsumer(Action):
 
 
 class _Planner(Planner):
+    ENTERS_TRIVIA = False  # enter() looks at expressions, statements and blocks only
+
     def __init__(self, action: EditCacheConsumer) -> None:
         super().__init__(action)
         self.construct = action.param("construct")
@@ -95,26 +97,26 @@ class _Planner(Planner):
     def cache(self) -> str:
         return self.ctx.info.functions[self.current_function].cache_params[0]
 
-    def on_visit(self, node) -> bool:
-        if not super().on_visit(node) or node in self.guarded:
+    def enter(self, node) -> bool:
+        if self.guarded and node in self.guarded:
             return False
-        if isinstance(node, cst.IfExp) and m.matches(node.test, CACHE_GUARD):
+        if is_a(node, cst.IfExp) and m.matches(node.test, CACHE_GUARD):
             self.guarded.add(node.orelse)  # already the tuple branch of a migrated read
-        if isinstance(node, cst.If) and m.matches(node.test, CACHE_GUARD):
+        if is_a(node, cst.If) and m.matches(node.test, CACHE_GUARD):
             return False  # already a Cache branch
-        if isinstance(node, cst.IndentedBlock):  # after `if isinstance(past, Cache): ... return`: tuples only
+        if is_a(node, cst.IndentedBlock):  # after `if isinstance(past, Cache): ... return`: tuples only
             ends = [i for i, stmt in enumerate(node.body) if _returns_for_cache(stmt)]
             self.guarded.update(node.body[ends[0] + 1 :] if ends else ())
         if not self.in_function_scope() or len(self.function_stack) != 1:
             return True
-        if self.construct in ("rollback", "window") and isinstance(node, cst.IndentedBlock):
+        if self.construct in ("rollback", "window") and is_a(node, cst.IndentedBlock):
             self._rebuilds(node)
-        elif self.construct == "iterate" and isinstance(node, cst.IndentedBlock):  # rebuilds are CM502/CM503's
+        elif self.construct == "iterate" and is_a(node, cst.IndentedBlock):  # rebuilds are CM502/CM503's
             for rebuild in rebuilds(node, self.cache):
                 self.guarded.update(node.body[rebuild.index : rebuild.index + rebuild.count])
-        elif self.construct == "iterate" and isinstance(node, (cst.For, cst.CompFor)):
+        elif self.construct == "iterate" and is_a(node, (cst.For, cst.CompFor)):
             self._iteration(node)
-        elif self.construct in ("length", "layer") and isinstance(node, cst.BaseExpression):
+        elif self.construct in ("length", "layer") and is_a(node, cst.BaseExpression):
             return self._expression(node)
         return True
 

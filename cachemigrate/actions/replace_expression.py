@@ -16,7 +16,7 @@ from ..views.patterns import (
     match_statements,
 )
 from ..views.negation import negated
-from .base import Action, Planner, captured_nodes
+from .base import Action, Planner, captured_nodes, is_a
 from ..facts.uses import CACHE_GUARD
 from .helpers import check_templates, rule_templates
 from .scope import PARAM as INSIDE_IF, IfScope, check_inside_if
@@ -169,6 +169,8 @@ class _Planner(Planner):
     ``a if isinstance(x, Cache) else b``: that code is already guarded (a second run must not wrap its own
     output again)."""
 
+    ENTERS_TRIVIA = False  # enter() looks at expressions, statements and blocks only
+
     def __init__(self, action: ReplaceExpression) -> None:
         super().__init__(action)
         self.guarded: set[cst.CSTNode] = set()  # original nodes, alive for the whole plan
@@ -198,10 +200,10 @@ class _Planner(Planner):
                     found.add(block.body[view.start])
         return found
 
-    def on_visit(self, node) -> bool:
-        if not super().on_visit(node) or node in self.guarded:
+    def enter(self, node) -> bool:
+        if self.guarded and node in self.guarded:
             return False
-        if node in self.barriers and not self.past_barrier:
+        if self.barriers and node in self.barriers and not self.past_barrier:
             self.past_barrier = True
             self.hoist_at = self._top_statement()
         if self.past_barrier and self.function_stack and not self.action.after:
@@ -211,11 +213,11 @@ class _Planner(Planner):
         if self.action.after and self.function_stack and self._rebinds_cache(node):
             self.barriers, self.past_barrier = set(), False  # the name holds another past from here on
             return False
-        if isinstance(node, cst.IfExp) and m.matches(node.test, CACHE_GUARD):
+        if is_a(node, cst.IfExp) and m.matches(node.test, CACHE_GUARD):
             self.guarded.add(node.orelse)
-        if isinstance(node, cst.Assert) and self.in_function_scope() and self._assertion(node):
+        if is_a(node, cst.Assert) and self.in_function_scope() and self._assertion(node):
             return False
-        if not isinstance(node, cst.BaseExpression) or not self.in_function_scope():
+        if not is_a(node, cst.BaseExpression) or not self.in_function_scope():
             return True
         action: ReplaceExpression = self.action
         view = self.view(node)

@@ -115,7 +115,7 @@ def bound_holes(
         for fn in info.classes[name].methods.values()
     }
 
-    def bound(qualname: str | None) -> dict[str, str]:
+    def values_in(qualname: str | None) -> dict[str, str]:
         values = dict(facts)
         values.update(filters or {})
         fn = info.functions.get(qualname) if qualname else None
@@ -137,5 +137,13 @@ def bound_holes(
         names = indices.get(qualname, frozenset())
         values["?layer_index"] = lambda node: isinstance(node, cst.Name) and node.value in names
         return values
+
+    known: dict[str | None, dict[str, str]] = {}  # the facts and the analysis do not change while rules plan
+
+    def bound(qualname: str | None) -> dict[str, str]:
+        values = known.get(qualname)
+        if values is None:
+            values = known[qualname] = values_in(qualname)
+        return dict(values)  # the caller's own: a planner may add to it
 
     return bound

@@ -10,7 +10,7 @@ import libcst as cst
 
 from .. import diagnostics as codes
 from ..actions import ACTIONS, ActionContext
-from ..actions.base import plan_together
+from ..actions.together import plan_together
 from ..facts.analysis import Locator, ModuleInfo
 from ..facts.boundary import file_layout
 from ..diagnostics import Diagnostic
