@@ -40,7 +40,11 @@ class Tie:
 
 
 def _param_path(node: cst.BaseExpression) -> tuple[str, str] | None:
-    """``("embed_tokens", "")`` for ``embed_tokens``, ``("embed_tokens", "weight")`` for ``embed_tokens.weight``."""
+    """``("embed_tokens", "")`` for ``embed_tokens``, ``("embed_tokens", "weight")`` for ``embed_tokens.weight``;
+    ``embed_tokens if embed_tokens is not None else <a new module>`` keeps the parameter when it is given."""
+    kept = m.IfExp(test=m.Comparison(m.Name(), [m.ComparisonTarget(m.IsNot(), m.Name("None"))]), body=m.Name())
+    if m.matches(node, kept) and node.test.left.value == node.body.value:
+        return node.body.value, ""
     if isinstance(node, cst.Name) and node.value != "self":
         return node.value, ""
     if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value != "self":
@@ -319,7 +323,7 @@ class TieSources:
                     test = tie.test if given and _reads_only_config(tie.test) else ""  # readable here too
                     ties.append(dataclasses.replace(tie, target=f"{attribute}.{tie.target}",
                                                     source=f"{attribute}.{tie.source}", test=test))  # fmt: skip
-        return ties
+        return _without_reties(ties) if depth == 0 else ties
 
     def _passes_config(self, name: str, attribute: str) -> bool:
         """Whether ``__init__`` of class ``name`` builds ``self.<attribute>`` with its own ``config`` as the first
@@ -329,6 +333,24 @@ class TieSources:
         given = m.Arg(m.Name("config"), keyword=None) | m.Arg(m.Name("config"), keyword=m.Name("config"))
         built = findall(init, m.Assign([target], m.Call(m.Name(), args=[given, m.ZeroOrMore()]))) if init else []
         return len(built) == 1 and len(findall(init, m.Assign([target]))) == 1
+
+
+def _without_reties(ties: list[Tie]) -> list[Tie]:
+    """Drops a tie of a tying method (``_tie_weights``, under the gate or not) whose two parameters another tie
+    already makes one, in either direction, whenever this one holds: a module handed to a sub-module as it is built
+    (one Parameter whatever the config says), or, for a gated tie, the output embeddings' tie to the input
+    embeddings (``self._tie_or_clone_weights(self.embed, self.head)`` after 4.x tied the head to ``embed``). It ties
+    nothing new, and read as a tie of its own it would make a cycle or an ungated tie that 5.x cannot write."""
+    kept = []
+    for tie in ties:
+        ends = {tie.target, tie.source}
+        holds = ("built",) if tie.how == "ungated" else ("built", "embeddings")
+        redundant = tie.how in ("gated", "ungated") and any(
+            other.how in holds and {other.target, other.source} == ends for other in ties
+        )
+        if not redundant:
+            kept.append(tie)
+    return kept
 
 
 def _reads_only_config(test: str) -> bool:
