@@ -26,7 +26,17 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..traverse import findall
-from .tie_code import branch_locals, code_of, is_gate, method_locals, self_path, substituted, until_self_is_rebound
+from .tie_code import (
+    branch_locals,
+    code_of,
+    is_gate,
+    method_locals,
+    reads_only_config,
+    self_path,
+    substituted,
+    until_self_is_rebound,
+    without_reties,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,7 +162,7 @@ class TieSources:
                         "`self._tied_weights_keys` in `__init__` under it, before `self.post_init()`"
                     )
                 ties.append(Tie(f"{attribute}.{target}", source, "conditional" if test else "built", why,
-                                test if _reads_only_config(test) else ""))  # fmt: skip
+                                test if reads_only_config(test) else ""))  # fmt: skip
         return ties
 
     def _returned(self, name: str, method: str, depth: int) -> str | None:
@@ -320,10 +330,10 @@ class TieSources:
             for attribute, cls in self.attributes(name).items():
                 given = self._passes_config(name, attribute)
                 for tie in self.ties(cls, top=False, depth=depth + 1):
-                    test = tie.test if given and _reads_only_config(tie.test) else ""  # readable here too
+                    test = tie.test if given and reads_only_config(tie.test) else ""  # readable here too
                     ties.append(dataclasses.replace(tie, target=f"{attribute}.{tie.target}",
                                                     source=f"{attribute}.{tie.source}", test=test))  # fmt: skip
-        return _without_reties(ties) if depth == 0 else ties
+        return without_reties(ties) if depth == 0 else ties
 
     def _passes_config(self, name: str, attribute: str) -> bool:
         """Whether ``__init__`` of class ``name`` builds ``self.<attribute>`` with its own ``config`` as the first
@@ -333,41 +343,6 @@ class TieSources:
         given = m.Arg(m.Name("config"), keyword=None) | m.Arg(m.Name("config"), keyword=m.Name("config"))
         built = findall(init, m.Assign([target], m.Call(m.Name(), args=[given, m.ZeroOrMore()]))) if init else []
         return len(built) == 1 and len(findall(init, m.Assign([target]))) == 1
-
-
-def _without_reties(ties: list[Tie]) -> list[Tie]:
-    """Drops a tie of a tying method (``_tie_weights``, under the gate or not) whose two parameters another tie
-    already makes one, in either direction, whenever this one holds: a module handed to a sub-module as it is built
-    (one Parameter whatever the config says), or, for a gated tie, the output embeddings' tie to the input
-    embeddings (``self._tie_or_clone_weights(self.embed, self.head)`` after 4.x tied the head to ``embed``). It ties
-    nothing new, and read as a tie of its own it would make a cycle or an ungated tie that 5.x cannot write."""
-    kept = []
-    for tie in ties:
-        ends = {tie.target, tie.source}
-        holds = ("built",) if tie.how == "ungated" else ("built", "embeddings")
-        redundant = tie.how in ("gated", "ungated") and any(
-            other.how in holds and {other.target, other.source} == ends for other in ties
-        )
-        if not redundant:
-            kept.append(tie)
-    return kept
-
-
-def _reads_only_config(test: str) -> bool:
-    """``config.x`` / ``self.config.x`` tests (and their ``not``/``and``/``or``): the same in a model and in the
-    sub-model it builds with its ``config``."""
-    if not test:
-        return False
-    expression = cst.parse_expression(test)
-    names = findall(expression, m.Name())
-    configs = findall(expression, m.Attribute(m.Name("self"), m.Name("config")))
-    return all(n.value in ("self", "config") for n in names if not _is_attr_name(expression, n)) and sum(
-        n.value == "self" for n in names
-    ) == len(configs)
-
-
-def _is_attr_name(root: cst.CSTNode, name: cst.Name) -> bool:
-    return any(a.attr is name for a in findall(root, m.Attribute()))
 
 
 _TIE_CALL = m.Call(
