@@ -26,6 +26,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..traverse import findall
+from .tie_built import given_classes, kept_attributes, specialized
 from .tie_code import (
     branch_locals,
     code_of,
@@ -111,10 +112,26 @@ class TieSources:
         for found in findall(init, pattern) if init is not None else ():
             attribute, cls = found.targets[0].target.attr.value, found.value.func.value
             if cls in self.classes:
-                built[attribute] = cls
+                built[attribute] = self._built_with(cls, init, found.value)
             else:
                 built.pop(attribute, None)
         return built
+
+    def _built_with(self, cls: str, caller: cst.FunctionDef, call: cst.Call) -> str:
+        """``cls``, or a copy of it in which the modules of the file that ``call`` gives it are the attributes that
+        keep them (:mod:`.tie_built`), registered as ``cls[attribute=Class,...]``."""
+        callee = next((s for s in self.classes[cls].body.body if m.matches(s, m.FunctionDef(m.Name("__init__")))), None)
+        known = kept_attributes(callee, given_classes(self.classes, caller, call, callee)) if callee else {}
+        if not known:
+            return cls
+        name = f"{cls}[{','.join(f'{a}={c}' for a, c in sorted(known.items()))}]"
+        if name not in self.classes:
+            self.classes[name] = specialized(self.classes[cls], known, self._is_a)
+        return name
+
+    def _is_a(self, name: str, other: str) -> bool | None:
+        """Whether a ``name`` is an ``other`` (both classes of the file), or None when ``other`` is not one."""
+        return other in {c.name.value for c in self._mro(name)} if other in self.classes else None
 
     def _handed(self, name: str) -> list[Tie]:
         """Modules handed to a sub-module as it is built: ``self.x = Class(config, self.shared)`` where
