@@ -201,3 +201,31 @@ def test_an_ungated_re_tie_of_a_module_handed_to_the_wrapped_model_is_dropped():
     assert [(t.target, t.source, t.how) for t in sources.ties("PloverWrapper")] == [
         ("decoder.tokens.weight", "tokens.weight", "built")
     ]
+
+
+def _given(head_init: str) -> tuple[list, str | None]:
+    """fixtures/5/CM420/given_before.py with the head's `self.core = ...` line replaced."""
+    code = (CM420 / "given_before.py").read_text()
+    line = "        self.core = GrebeModel(config, encoder, decoder=GrebeTextDecoder(config))\n"
+    assert line in code
+    ties = TieSources(cst.parse_module(code.replace(line, head_init))).ties("GrebeForFeaturesToText")
+    return resolve(ties, "head.weight")
+
+
+def test_a_sub_model_given_its_modules_decides_its_isinstance_tests():
+    assert _given("        self.core = GrebeModel(config, encoder, decoder=GrebeTextDecoder(config))\n") == (
+        [("head.weight", "core.decoder.front.tokens.weight")],
+        None,
+    )
+    # the encoder given as the text one (a subclass of the decoder's class): the first test holds
+    given = "        self.core = GrebeModel(config, GrebeTextEncoder(config))\n"
+    assert _given(given) == ([("head.weight", "core.encoder.front.tokens.weight")], None)
+
+
+def test_a_sub_model_not_given_a_text_module_is_still_refused():
+    for init in (
+        "        self.core = GrebeModel(config)\n",  # the defaults: no test holds, `get_input_embeddings` gives None
+        "        self.core = GrebeModel(config, encoder, decoder=encoder)\n",
+    ):
+        pairs, why = _given(init)
+        assert pairs == [] and "returns no `self.<path>`" in why, init
