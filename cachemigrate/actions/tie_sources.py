@@ -283,7 +283,7 @@ class TieSources:
                 for small in stmt.body:
                     if isinstance(small, cst.Assign):
                         ties += self._assigned_tie(name, substituted(small, local), gated)
-                    elif isinstance(small, cst.Expr) and m.matches(small.value, _TIE_CALL):
+                    elif isinstance(small, cst.Expr) and m.matches(small.value, TIE_CALL):
                         args = substituted(small.value, local).args
                         target, source = (self.path_of(name, a.value) for a in args)
                         if target and source:
@@ -362,7 +362,7 @@ class TieSources:
         return len(built) == 1 and len(findall(init, m.Assign([target]))) == 1
 
 
-_TIE_CALL = m.Call(
+TIE_CALL = m.Call(
     m.Attribute(m.Name("self"), m.Name("_tie_or_clone_weights")),
     args=[m.Arg(keyword=None), m.Arg(keyword=None)],
 )
