@@ -229,3 +229,21 @@ def test_a_sub_model_not_given_a_text_module_is_still_refused():
     ):
         pairs, why = _given(init)
         assert pairs == [] and "returns no `self.<path>`" in why, init
+
+
+def test_a_list_built_in_a_tying_loop_is_refused_with_the_mapping_loop_to_write():
+    """fixtures/5/CM420/instance_list_refused.py: the message gives the loop that builds the mapping, read from the
+    loop's tie (its index expressions kept); a loop whose tie is not read gives the generic advice."""
+    from cachemigrate.actions.tie_weights_mapping import _loop_mapping
+
+    code = (CM420 / "instance_list_refused.py").read_text()
+    module = cst.parse_module(code)
+    sources = TieSources(module)
+    cls = sources.classes["WrenModel"]
+    assert _loop_mapping(sources, cls, "tie_weights") == (
+        "self._tied_weights_keys = {}`, then `for i in range(2): "
+        'self._tied_weights_keys[f"heads.{i}.weight"] = f"words.{i + 1}.weight"'
+    )
+    unread = code.replace("self.words[i + 1].weight", "self.words[i + 1].weight.detach()")
+    sources = TieSources(cst.parse_module(unread))
+    assert _loop_mapping(sources, sources.classes["WrenModel"], "tie_weights") == ""

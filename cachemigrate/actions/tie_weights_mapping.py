@@ -235,14 +235,15 @@ def _loop_mapping(sources: TieSources, cls: cst.ClassDef, method: str) -> str:
     for loop in findall(function, m.For(target=m.Name())) if function is not None else ():
         index = loop.target.value
         appends = findall(loop.body, m.Call(m.Attribute(own, m.Name("append")), [m.Arg(m.FormattedString())]))
-        calls = [substituted(c, local) for c in findall(loop.body, TIE_CALL)]
+        calls = [[a.value for a in substituted(c, local).args] for c in findall(loop.body, TIE_CALL)]
+        weight = m.Attribute(m.Subscript(), m.Name("weight"))  # self.heads[i].weight = self.words[i + 1].weight
+        calls += [[a.targets[0].target.value, a.value.value] for a in findall(loop.body, m.Assign([m.AssignTarget(weight)], weight))]  # fmt: skip
         if not appends and not calls:
             continue  # another loop of the method (`for module in self.modules():`)
         if len(appends) != 1 or len(calls) != 1 or findall(loop.body, m.For()):
             return ""
         ends = []
-        for arg in calls[0].args:
-            value = arg.value
+        for value in calls[0]:
             if not m.matches(value, m.Subscript(slice=[m.SubscriptElement(m.Index())])):
                 return ""
             path = sources.path_of(cls.name.value, value.value)
