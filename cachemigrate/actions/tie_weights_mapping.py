@@ -224,7 +224,7 @@ def _code(node: cst.CSTNode) -> str:
 
 def _loop_mapping(sources: TieSources, cls: cst.ClassDef, method: str) -> str:
     """The mapping that a method's loop builds as a list while it ties, as code for ``__init__`` (its statements
-    joined by ``\`, then \```): ``for i in range(n): self._tie_or_clone_weights(heads[i], embeds[i + 1])``
+    joined by ``"`, then `"``): ``for i in range(n): self._tie_or_clone_weights(heads[i], embeds[i + 1])``
     with ``self._tied_weights_keys.append(f"heads.{i}.weight")``, where ``heads`` and ``embeds`` are read as paths
     (locals, ``self.get_output_embeddings()``), gives ``self._tied_weights_keys[f"heads.{i}.weight"] =
     f"embeds.{i + 1}.weight"``; "" when the loop is not read so."""
