@@ -14,7 +14,9 @@ transformers 4.x ties them (for :mod:`.tie_weights_mapping`, which writes the ``
   ``self.embed_tokens``, or its weight): the same Parameter, whatever the config says.
 
 The ties of the attributes built in ``__init__`` (``self.<x> = <Class of the file>(...)``) are read in their class
-and prefixed with ``<x>.``. A tie whose target is itself tied is followed to the first parameter that is not: 5.x
+and prefixed with ``<x>.``; a class given modules of the file as arguments is read as a copy holding them
+(:mod:`.tie_built`). A tying method's tie of two parameters that another tie already makes one (a module handed as
+it is built, the output embeddings' tie) is a re-tie, and is dropped. A tie whose target is itself tied is followed to the first parameter that is not: 5.x
 ties each target once, in one pass, and reads its source as it is then.
 """
 
