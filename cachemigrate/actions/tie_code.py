@@ -107,3 +107,38 @@ def until_self_is_rebound(body) -> list:
             break
         kept.append(stmt)
     return kept
+
+
+def without_reties(ties: list) -> list:
+    """Drops a tie of a tying method (``_tie_weights``, under the gate or not) whose two parameters another tie
+    already makes one, in either direction, whenever this one holds: a module handed to a sub-module as it is built
+    (one Parameter whatever the config says), or, for a gated tie, the output embeddings' tie to the input
+    embeddings (``self._tie_or_clone_weights(self.embed, self.head)`` after 4.x tied the head to ``embed``). It ties
+    nothing new, and read as a tie of its own it would make a cycle or an ungated tie that 5.x cannot write."""
+    kept = []
+    for tie in ties:
+        ends = {tie.target, tie.source}
+        holds = ("built",) if tie.how == "ungated" else ("built", "embeddings")
+        redundant = tie.how in ("gated", "ungated") and any(
+            other.how in holds and {other.target, other.source} == ends for other in ties
+        )
+        if not redundant:
+            kept.append(tie)
+    return kept
+
+
+def reads_only_config(test: str) -> bool:
+    """``config.x`` / ``self.config.x`` tests (and their ``not``/``and``/``or``): the same in a model and in the
+    sub-model it builds with its ``config``."""
+    if not test:
+        return False
+    expression = cst.parse_expression(test)
+    names = findall(expression, m.Name())
+    configs = findall(expression, m.Attribute(m.Name("self"), m.Name("config")))
+    return all(n.value in ("self", "config") for n in names if not is_attr_name(expression, n)) and sum(
+        n.value == "self" for n in names
+    ) == len(configs)
+
+
+def is_attr_name(root: cst.CSTNode, name: cst.Name) -> bool:
+    return any(a.attr is name for a in findall(root, m.Attribute()))

@@ -14,7 +14,9 @@ transformers 4.x ties them (for :mod:`.tie_weights_mapping`, which writes the ``
   ``self.embed_tokens``, or its weight): the same Parameter, whatever the config says.
 
 The ties of the attributes built in ``__init__`` (``self.<x> = <Class of the file>(...)``) are read in their class
-and prefixed with ``<x>.``. A tie whose target is itself tied is followed to the first parameter that is not: 5.x
+and prefixed with ``<x>.``; a class given modules of the file as arguments is read as a copy holding them
+(:mod:`.tie_built`). A tying method's tie of two parameters that another tie already makes one (a module handed as
+it is built, the output embeddings' tie) is a re-tie, and is dropped. A tie whose target is itself tied is followed to the first parameter that is not: 5.x
 ties each target once, in one pass, and reads its source as it is then.
 """
 
@@ -26,7 +28,19 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..traverse import findall
-from .tie_code import branch_locals, code_of, is_gate, method_locals, self_path, substituted, until_self_is_rebound
+from .tie_built import given_classes, kept_attributes, specialized
+from .tie_code import (
+    branch_locals,
+    code_of,
+    is_gate,
+    method_locals,
+    reads_only_config,
+    self_path,
+    substituted,
+    until_self_is_rebound,
+    without_reties,
+)
+from .tie_resolve import resolve, resolve_split  # noqa: F401 - imported from here by tie_weights_mapping and tests
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,7 +54,11 @@ class Tie:
 
 
 def _param_path(node: cst.BaseExpression) -> tuple[str, str] | None:
-    """``("embed_tokens", "")`` for ``embed_tokens``, ``("embed_tokens", "weight")`` for ``embed_tokens.weight``."""
+    """``("embed_tokens", "")`` for ``embed_tokens``, ``("embed_tokens", "weight")`` for ``embed_tokens.weight``;
+    ``embed_tokens if embed_tokens is not None else <a new module>`` keeps the parameter when it is given."""
+    kept = m.IfExp(test=m.Comparison(m.Name(), [m.ComparisonTarget(m.IsNot(), m.Name("None"))]), body=m.Name())
+    if m.matches(node, kept) and node.test.left.value == node.body.value:
+        return node.body.value, ""
     if isinstance(node, cst.Name) and node.value != "self":
         return node.value, ""
     if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value != "self":
@@ -97,10 +115,26 @@ class TieSources:
         for found in findall(init, pattern) if init is not None else ():
             attribute, cls = found.targets[0].target.attr.value, found.value.func.value
             if cls in self.classes:
-                built[attribute] = cls
+                built[attribute] = self._built_with(cls, init, found.value)
             else:
                 built.pop(attribute, None)
         return built
+
+    def _built_with(self, cls: str, caller: cst.FunctionDef, call: cst.Call) -> str:
+        """``cls``, or a copy of it in which the modules of the file that ``call`` gives it are the attributes that
+        keep them (:mod:`.tie_built`), registered as ``cls[attribute=Class,...]``."""
+        callee = next((s for s in self.classes[cls].body.body if m.matches(s, m.FunctionDef(m.Name("__init__")))), None)
+        known = kept_attributes(callee, given_classes(self.classes, caller, call, callee)) if callee else {}
+        if not known:
+            return cls
+        name = f"{cls}[{','.join(f'{a}={c}' for a, c in sorted(known.items()))}]"
+        if name not in self.classes:
+            self.classes[name] = specialized(self.classes[cls], known, self._is_a)
+        return name
+
+    def _is_a(self, name: str, other: str) -> bool | None:
+        """Whether a ``name`` is an ``other`` (both classes of the file), or None when ``other`` is not one."""
+        return other in {c.name.value for c in self._mro(name)} if other in self.classes else None
 
     def _handed(self, name: str) -> list[Tie]:
         """Modules handed to a sub-module as it is built: ``self.x = Class(config, self.shared)`` where
@@ -148,7 +182,7 @@ class TieSources:
                         "`self._tied_weights_keys` in `__init__` under it, before `self.post_init()`"
                     )
                 ties.append(Tie(f"{attribute}.{target}", source, "conditional" if test else "built", why,
-                                test if _reads_only_config(test) else ""))  # fmt: skip
+                                test if reads_only_config(test) else ""))  # fmt: skip
         return ties
 
     def _returned(self, name: str, method: str, depth: int) -> str | None:
@@ -252,7 +286,7 @@ class TieSources:
                 for small in stmt.body:
                     if isinstance(small, cst.Assign):
                         ties += self._assigned_tie(name, substituted(small, local), gated)
-                    elif isinstance(small, cst.Expr) and m.matches(small.value, _TIE_CALL):
+                    elif isinstance(small, cst.Expr) and m.matches(small.value, TIE_CALL):
                         args = substituted(small.value, local).args
                         target, source = (self.path_of(name, a.value) for a in args)
                         if target and source:
@@ -316,10 +350,10 @@ class TieSources:
             for attribute, cls in self.attributes(name).items():
                 given = self._passes_config(name, attribute)
                 for tie in self.ties(cls, top=False, depth=depth + 1):
-                    test = tie.test if given and _reads_only_config(tie.test) else ""  # readable here too
+                    test = tie.test if given and reads_only_config(tie.test) else ""  # readable here too
                     ties.append(dataclasses.replace(tie, target=f"{attribute}.{tie.target}",
                                                     source=f"{attribute}.{tie.source}", test=test))  # fmt: skip
-        return ties
+        return without_reties(ties) if depth == 0 else ties
 
     def _passes_config(self, name: str, attribute: str) -> bool:
         """Whether ``__init__`` of class ``name`` builds ``self.<attribute>`` with its own ``config`` as the first
@@ -331,79 +365,7 @@ class TieSources:
         return len(built) == 1 and len(findall(init, m.Assign([target]))) == 1
 
 
-def _reads_only_config(test: str) -> bool:
-    """``config.x`` / ``self.config.x`` tests (and their ``not``/``and``/``or``): the same in a model and in the
-    sub-model it builds with its ``config``."""
-    if not test:
-        return False
-    expression = cst.parse_expression(test)
-    names = findall(expression, m.Name())
-    configs = findall(expression, m.Attribute(m.Name("self"), m.Name("config")))
-    return all(n.value in ("self", "config") for n in names if not _is_attr_name(expression, n)) and sum(
-        n.value == "self" for n in names
-    ) == len(configs)
-
-
-def _is_attr_name(root: cst.CSTNode, name: cst.Name) -> bool:
-    return any(a.attr is name for a in findall(root, m.Attribute()))
-
-
-_TIE_CALL = m.Call(
+TIE_CALL = m.Call(
     m.Attribute(m.Name("self"), m.Name("_tie_or_clone_weights")),
     args=[m.Arg(keyword=None), m.Arg(keyword=None)],
 )
-def resolve_split(ties: list[Tie], key: str) -> tuple[list, list, set[str], str | None]:
-    """As :func:`resolve`, where a conditional tie (a module handed to a sub-model only when ``test`` holds) is
-    followed both ways: ``(pairs when the tests are false, pairs when they are true, the tests, why not)``. When false,
-    a target tied only under the test is not tied, and a chain stops before the conditional link."""
-    off, why = resolve(ties, key, conditional=False)
-    if why is not None:
-        return [], [], set(), why
-    tests: set[str] = set()
-    on, why = resolve(ties, key, conditional=True, tests=tests)
-    return off, on, tests, why
-
-
-def resolve(
-    ties: list[Tie], key: str, conditional: bool | None = None, tests: set | None = None
-) -> tuple[list[tuple[str, str]], str | None]:
-    """The ``(parameter, source)`` pairs of one list entry (4.x read it as a pattern searched in the full names:
-    the ties whose target is ``key``, ends with ``.key``, or lies in the module ``key`` names), each source followed
-    to a parameter that is not tied itself; or ``([], why not)``. A conditional tie is refused (``conditional`` None),
-    read as absent (False) or followed, its test added to ``tests`` (True); one whose test cannot be read where the
-    mapping is written is refused."""
-    by_target: dict[str, Tie] = {}
-    for tie in ties:
-        by_target.setdefault(tie.target, tie)
-    matched = [t for t in by_target if f".{key}." in f".{t}." or t.endswith("." + key)]  # a module names its own
-    if not matched:  # the entry names what others are tied to (4.x lists both ends): the ties of those others
-        matched = [t.target for t in by_target.values() if t.source == key or t.source.endswith("." + key)]
-    if not matched:
-        return [], "no code of the file ties it"
-    pairs = []
-    for target in matched:
-        tie, seen = by_target[target], {target}
-        while True:
-            if tie.how == "unproven":
-                return [], tie.why
-            if tie.how == "conditional" and (conditional is None or not tie.test):
-                return [], tie.why
-            if tie.how == "conditional" and not conditional:  # not tied when the test is false
-                break
-            if tie.how == "conditional":
-                tests.add(tie.test)
-            if tie.how == "ungated":
-                return [], (
-                    f"{tie.why} ties `{tie.target}` whatever `config.tie_word_embeddings` says, and 5.x ties the "
-                    "mapping only when it is true"
-                )
-            if tie.source not in by_target or tie.source in seen:
-                break
-            seen.add(tie.source)
-            tie = by_target[tie.source]
-        if tie.how == "conditional" and not conditional:
-            if tie.target != target:  # the chain stops before the conditional link
-                pairs.append((target, tie.target))
-            continue
-        pairs.append((target, tie.source))
-    return pairs, None

@@ -21,7 +21,8 @@ import libcst as cst
 import libcst.matchers as m
 
 from .base import Action, Planner
-from .tie_sources import TieSources, resolve, resolve_split
+from .tie_code import method_locals, substituted
+from .tie_sources import TIE_CALL, TieSources, resolve, resolve_split
 from ..traverse import findall
 
 
@@ -45,15 +46,21 @@ class _Planner(Planner):
             return
         method, written = _instance_lists(node)
         if written is not None:
+            loop = _loop_mapping(self.action.sources, node, method)
+            what = (
+                f"`{loop}`"
+                if loop
+                else "`self._tied_weights_keys = {}`, then `self._tied_weights_keys[<tied>] = <source>` for each "
+                "parameter the method ties"
+            )
             self.ctx.error(
                 self.action.rule,
                 None,
                 f"`{node.name.value}.{method}` sets `self._tied_weights_keys` to a list (`{_code(written)}`), "
                 "which transformers 5.x reads as the `{tied parameter: source}` mapping (`save_pretrained`, "
                 "`tie_weights()`): there it raises AttributeError; the file was left unchanged. Build the mapping in "
-                "`__init__` instead, before `self.post_init()`, which reads it before it calls `tie_weights` "
-                "(`self._tied_weights_keys = {}`, then `self._tied_weights_keys[<tied>] = <source>` for each "
-                "parameter the method ties), and keep the method's ties without the list",
+                f"`{node.name.value}.__init__` instead, before `self.post_init()`, which reads it before it calls "
+                f"`tie_weights`: {what}; and drop the list and its `.append(...)` from `{method}`, keeping its ties",
                 node=written,
             )
             return
@@ -213,3 +220,38 @@ def _instance_lists(cls: cst.ClassDef) -> tuple[str, cst.CSTNode | None]:
 
 def _code(node: cst.CSTNode) -> str:
     return cst.Module([]).code_for_node(node)
+
+
+def _loop_mapping(sources: TieSources, cls: cst.ClassDef, method: str) -> str:
+    """The mapping that a method's loop builds as a list while it ties, as code for ``__init__`` (its statements
+    joined by ``"`, then `"``): ``for i in range(n): self._tie_or_clone_weights(heads[i], embeds[i + 1])``
+    with ``self._tied_weights_keys.append(f"heads.{i}.weight")``, where ``heads`` and ``embeds`` are read as paths
+    (locals, ``self.get_output_embeddings()``), gives ``self._tied_weights_keys[f"heads.{i}.weight"] =
+    f"embeds.{i + 1}.weight"``; "" when the loop is not read so."""
+    function = sources.method(cls.name.value, method)
+    local = method_locals(function) if function is not None else {}
+    own = m.Attribute(m.Name("self"), m.Name("_tied_weights_keys"))
+    lines = []
+    for loop in findall(function, m.For(target=m.Name())) if function is not None else ():
+        index = loop.target.value
+        appends = findall(loop.body, m.Call(m.Attribute(own, m.Name("append")), [m.Arg(m.FormattedString())]))
+        calls = [[a.value for a in substituted(c, local).args] for c in findall(loop.body, TIE_CALL)]
+        weight = m.Attribute(m.Subscript(), m.Name("weight"))  # self.heads[i].weight = self.words[i + 1].weight
+        calls += [[a.targets[0].target.value, a.value.value] for a in findall(loop.body, m.Assign([m.AssignTarget(weight)], weight))]  # fmt: skip
+        if not appends and not calls:
+            continue  # another loop of the method (`for module in self.modules():`)
+        if len(appends) != 1 or len(calls) != 1 or findall(loop.body, m.For()):
+            return ""
+        ends = []
+        for value in calls[0]:
+            if not m.matches(value, m.Subscript(slice=[m.SubscriptElement(m.Index())])):
+                return ""
+            path = sources.path_of(cls.name.value, value.value)
+            if path is None:
+                return ""
+            ends.append(f'f"{path}.{{{_code(value.slice[0].slice.value)}}}.weight"')
+        tied = _code(appends[0].args[0].value)
+        if tied != ends[0] or index not in tied:
+            return ""
+        lines.append(f"for {index} in {_code(loop.iter)}: self._tied_weights_keys[{tied}] = {ends[1]}")
+    return "`, then `".join(["self._tied_weights_keys = {}", *lines]) if lines else ""
