@@ -384,14 +384,21 @@ class FinchModel(PreTrainedModel):
 """
 
 
-def test_a_file_that_builds_another_models_encoder_is_refused_naming_that_file():
-    result = migrate(OTHER_MODEL, "4.52", Path("modeling_finch.py"))
+@pytest.mark.parametrize("era", ["4.52", "4.56", "5", "portable"])
+def test_a_file_that_builds_another_models_encoder_is_a_head_over_that_library_stack(era):
+    """`from ..wren.modeling_wren import WrenEncoder` in a file of transformers' layout is the library's stack of
+    layers (facts/library_imports.py, `tree=True`): for 4.52, whose runtimes' stacks take the legacy past or a
+    Cache, the head reads its past length from either (CM112); from 4.56 on, where the stacks' contract changed,
+    the file is refused at the line that builds the stack, naming its module (CM113)."""
+    result = migrate(OTHER_MODEL, era, Path("modeling_finch.py"))
+    if era == "4.52":
+        assert result.status == "migrated" and "CM112" in result.applied, [str(d) for d in result.diagnostics]
+        assert "past_key_values.get_seq_length()\n                if isinstance(past_key_values, Cache)" in result.migrated
+        return
     assert result.status == "failed" and result.migrated == OTHER_MODEL
-    [refusal] = result.diagnostics
-    assert (refusal.code, refusal.line) == ("CM903", _line(OTHER_MODEL, "past_length = past_key_values[0][0]"))
-    assert "the file builds `WrenEncoder` (from `..wren.modeling_wren`), defined in another model's file;" in (
-        refusal.message
-    )
+    refusal = result.diagnostics[0]
+    assert (refusal.code, refusal.line) == ("CM113", _line(OTHER_MODEL, "self.encoder = WrenEncoder(config)"))
+    assert "`transformers.models.wren.modeling_wren`" in refusal.message
 
 
 # -- a layer past that holds the layer's input states (4.6's GPT-Neo local attention) ------------------------------
