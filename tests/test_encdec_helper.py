@@ -192,12 +192,22 @@ def test_migrated_for_4_52_gives_the_original_tensors_bit_for_bit(tmp_path):
         assert cache.self_attention_cache.get_seq_length() == sum(s.shape[1] for s in steps) + 1
 
 
-def test_a_past_length_read_after_the_concatenation_is_refused_there_with_the_reason():
+def test_a_past_length_read_after_the_concatenation_is_taken_before_the_update_or_refused_there():
+    """The tuple is still the past alone after the concatenation, a Cache is not: CM006 takes the length from the
+    cache before the statement that updates it. Where the function already uses the name it would take it into, the
+    read is refused there with the reason."""
     zipped = MODELING.parent.parent.parent / "remote" / "zipped" / "modeling_zipped.py"
     cat = "            value_states = torch.cat([past_key_value[1], value_states], dim=2)\n"
     code = zipped.read_text()
     assert cat in code
     code = code.replace(cat, cat + "            grown = past_key_value[0].shape[2]\n")
+    result = migrate_source(code, ruleset("4.52"), Options(line_length=119), path="modeling_zipped.py")
+    assert result.status == "migrated" and "CM006" in result.applied, [str(d) for d in result.diagnostics]
+    taken = "past_length = past_key_value.get_seq_length(self.layer_idx) if past_key_value is not None else 0\n"
+    assert taken in result.migrated and "grown = past_length\n" in result.migrated
+    assert result.migrated.index(taken) < result.migrated.index("past_key_value.update(")
+
+    code = code.replace("            grown = past_key_value[0]", "            past_length = 1\n            grown = past_key_value[0]")
     result = migrate_source(code, ruleset("4.52"), Options(line_length=119), path="modeling_zipped.py")
     assert result.status == "failed" and result.migrated == code
     [refusal] = result.diagnostics
