@@ -176,7 +176,7 @@ class _Planner(Planner):
         self.guarded: set[cst.CSTNode] = set()  # original nodes, alive for the whole plan
         self.barriers: set[cst.CSTNode] = set()  # first statements of the `only_before` matches
         self.past_barrier = False
-        self.hoist_at: tuple[cst.CSTNode, int] | None = None  # (function body, index of the statement holding it)
+        self.hoist_at: tuple | None = None  # where the capture goes: see _top_statement
         self.captured = False
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
@@ -269,14 +269,16 @@ class _Planner(Planner):
         targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
         return any(findall(t, m.Name(cache)) for t in targets)
 
-    def _top_statement(self) -> tuple[cst.CSTNode, int] | None:
-        """(the body of the function being visited, the index of its statement that holds the current node)."""
-        functions = [i for i, n in enumerate(self.stack) if isinstance(n, cst.FunctionDef)]
-        if not functions or len(self.stack) < functions[0] + 3:
+    def _top_statement(self) -> tuple | None:
+        """(the function being visited, its body, the index there of the statement that holds the current node, the
+        indentation depth of that body)."""
+        first = next((i for i, n in enumerate(self.stack) if isinstance(n, cst.FunctionDef)), None)
+        if first is None or len(self.stack) < first + 3:
             return None
-        body, statement = self.stack[functions[0] + 1], self.stack[functions[0] + 2]
+        function, body, statement = self.stack[first : first + 3]
         index = next((i for i, s in enumerate(getattr(body, "body", ())) if s is statement), None)
-        return None if index is None else (body, index)
+        depth = sum(1 for n in self.stack[: first + 2] if isinstance(n, cst.IndentedBlock))
+        return None if index is None else (function, body, index, depth)
 
     def _take_before_barrier(self, bound) -> bool:
         """With ``only_after``: the ``capture`` assignment is planned once per function, before the statement that
@@ -284,22 +286,16 @@ class _Planner(Planner):
         already uses the name it binds."""
         if self.captured:
             return True
-        name = _captured_name(self.action.capture)
-        if self.hoist_at is None or findall(self.stack[self._function_index()], m.Name(name)):
+        if self.hoist_at is None:
+            return False
+        function, block, index, depth = self.hoist_at
+        if findall(function, m.Name(_captured_name(self.action.capture))):
             return False
         from .helpers import filled_and_formatted
 
-        block, index = self.hoist_at
-        self.insert(block, index, filled_and_formatted(self.ctx, self.action.capture, bound, self.depth_of(block)))
+        self.insert(block, index, filled_and_formatted(self.ctx, self.action.capture, bound, depth))
         self.captured = True
         return True
-
-    def _function_index(self) -> int:
-        return next(i for i, n in enumerate(self.stack) if isinstance(n, cst.FunctionDef))
-
-    def depth_of(self, block: cst.CSTNode) -> int:
-        """The indentation depth of the statements of ``block``, one of the current node's ancestors."""
-        return sum(1 for n in self.stack[: self.stack.index(block) + 1] if isinstance(n, cst.IndentedBlock))
 
     def _in_test_of_if_doing(self, bound) -> bool:
         """The current node is in the test of an ``if`` whose body holds a match of ``test_of_if_doing``."""
