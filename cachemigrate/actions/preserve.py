@@ -64,9 +64,11 @@ def _comments_of(run: Sequence[cst.BaseStatement]) -> list[cst.EmptyLine]:
 
 def _key(stmt: cst.BaseStatement) -> str:
     """The statement's code with every space and line break taken out: the same code in another layout (a
-    call split over lines, say) compares equal."""
+    call split over lines, say) compares equal, and so does the same line with a comment after it."""
     if hasattr(stmt, "leading_lines"):
         stmt = stmt.with_changes(leading_lines=[])  # comments above it are not its code
+    if isinstance(stmt, cst.SimpleStatementLine):
+        stmt = stmt.with_changes(trailing_whitespace=cst.TrailingWhitespace())  # nor is the one after it
     return "".join(code_of(stmt).split())
 
 
