@@ -37,6 +37,9 @@ from .model import ClassInfo
 
 # how the library's names of the modules a head may wrap end: a model, or a model's stack of layers
 MODULES = ("Model", "Encoder", "Decoder")
+STACKS = ("Encoder", "Decoder")
+# the auto classes' constructors: ``AutoModelForCausalLM.from_config(config.text_config)`` builds a model of the library
+AUTO_BUILDERS = ("from_config", "from_pretrained")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,8 +58,9 @@ class LibraryHead:
     @property
     def stack(self) -> bool:
         """The library module is a model's stack of layers (an ``nn.Module``), not a model: it has no
-        ``_supports_cache_class`` to read."""
-        return not self.model.endswith("Model")
+        ``_supports_cache_class`` to read. A model an auto class builds (``AutoModelForCausalLM.from_config``) is a
+        model."""
+        return self.model.endswith(STACKS)
 
 
 def _library_pretrained(cls: ClassInfo, classes: dict[str, ClassInfo], names: dict[str, str]) -> bool:
@@ -87,9 +91,16 @@ def _library_model(cls: ClassInfo, names: dict[str, str]) -> tuple[str, str, str
     for attribute, built in cls.submodules.items():
         library, name = resolve(built, names)
         model = library is not None and name.endswith(MODULES) and not name.endswith("PreTrainedModel")
+        model = model or (library is not None and _auto_built(library, name))
         if model and f"self.{attribute}" in handed:
             return attribute, built, library
     return None
+
+
+def _auto_built(library: str, name: str) -> bool:
+    """``library.name`` is an auto class's constructor (``transformers.AutoModelForCausalLM`` . ``from_config``): the
+    model it builds is one of the library's, whichever the config names."""
+    return name in AUTO_BUILDERS and library.rsplit(".", 1)[-1].startswith("AutoModel")
 
 
 def library_heads(module: cst.Module, classes: dict[str, ClassInfo]) -> list[LibraryHead]:

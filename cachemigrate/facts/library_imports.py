@@ -64,6 +64,8 @@ def _in_tree(dots: int, module: str) -> bool:
     parts = module.split(".")
     if dots == 2:
         return len(parts) == 2 and parts[1].startswith("modeling_") and parts[1] == f"modeling_{parts[0]}"
+    if dots == 3 and len(parts) == 3:  # `...models.auto.modeling_auto`: a model's modeling module, from models/<name>/
+        return parts[0] == "models" and parts[2] == f"modeling_{parts[1]}"
     return dots == 3 and len(parts) == 1 and parts[0].startswith("modeling_")
 
 
