@@ -34,7 +34,6 @@ from ..traverse import findall
 from .library_imports import library_names, resolve
 from .model import ClassInfo
 
-
 # how the library's names of the modules a head may wrap end: a model, or a model's stack of layers
 MODULES = ("Model", "Encoder", "Decoder")
 STACKS = ("Encoder", "Decoder")

@@ -38,7 +38,12 @@ def library_names(module: cst.Module, tree: bool = False) -> dict[str, str]:
         for node in findall(stmt, m.ImportFrom() | m.Import()):
             if isinstance(node, cst.ImportFrom):
                 source = dotted(node.module) if node.module is not None and not node.relative else None
-                if tree and node.relative and node.module is not None and _in_tree(len(node.relative), dotted(node.module)):
+                if (
+                    tree
+                    and node.relative
+                    and node.module is not None
+                    and _in_tree(len(node.relative), dotted(node.module))
+                ):
                     source = f"{TREE[len(node.relative)]}.{dotted(node.module)}"
                 if not source or source.split(".")[0] != LIBRARY or isinstance(node.names, cst.ImportStar):
                     continue
