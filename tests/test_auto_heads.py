@@ -184,3 +184,76 @@ def test_the_cross_version_probe_passes_through_generate(era, runtime, tmp_path)
         assert statuses[check] == PASS, (check, statuses)
     for check in ("return_dict_false", "left_padding", "generate_greedy", "generate_beam"):
         assert statuses[check] == PASS, (check, statuses)
+
+
+# -- near-miss: beams reordered by a function of the head's own -----------------------------------------------------
+
+STACKED = textwrap.dedent("""
+    import torch
+    from transformers import AutoModelForSeq2SeqLM, PreTrainedModel
+
+
+    class PassageReader(PreTrainedModel):
+        def __init__(self, config):
+            super().__init__(config)
+            self.generator = AutoModelForSeq2SeqLM.from_config(config.generator)
+
+        def forward(self, input_ids, decoder_input_ids=None, past_key_values=None, use_cache=None):
+            outputs = self.generator(
+                input_ids=input_ids,
+                decoder_input_ids=decoder_input_ids,
+                past_key_values=past_key_values,
+                use_cache=use_cache,
+            )
+            return outputs
+
+        def prepare_inputs_for_generation(self, decoder_input_ids, past_key_values=None, **kwargs):
+            return {"decoder_input_ids": decoder_input_ids, "past_key_values": past_key_values, **kwargs}
+
+        @staticmethod
+        def _reorder_cache(past_key_values, beam_idx):
+            def per_beam(state, order):
+                passages = state.shape[0] // order.shape[0]
+                state = state.view(-1, passages, *state.shape[1:]).index_select(0, order)
+                return state.view(-1, *state.shape[2:])
+
+            return tuple(
+                tuple(per_beam(state, beam_idx.to(state.device)) for state in layer_past)
+                for layer_past in past_key_values
+            )
+    """)
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_beams_reordered_by_the_heads_own_function_are_refused_at_reorder_cache(era):
+    """A Cache reorders itself by rows of the batch (``reorder_cache(beam_idx)``): CM021's guard would pick the wrong
+    rows where the head views each beam as several stacked rows. Refused at its ``_reorder_cache``, naming the
+    function and what to port; without the stacked function the same head migrates (CM021)."""
+    result = migrate(STACKED, era)
+    assert result.status == "failed"
+    (diagnostic,) = result.diagnostics
+    assert diagnostic.code == "CM900" and diagnostic.line == STACKED.splitlines().index("    @staticmethod") + 2
+    assert "its own `per_beam(...)`" in diagnostic.message and "`cache.layers[i].keys`" in diagnostic.message
+    by_rows = STACKED.replace("per_beam(state, beam_idx.to(state.device))", "state.index_select(0, beam_idx)")
+    migrated = migrate(by_rows, era)
+    assert migrated.status == "migrated" and "past_key_values.reorder_cache(beam_idx)" in migrated.migrated
+
+
+def test_rag_is_refused_at_its_stacked_reorder_with_what_to_port():
+    """transformers' own RAG (4.51.3): the generator is built with an auto class in a class of the file and handed
+    the past from there; its ``_reorder_cache`` reorders the n_docs rows of each beam with ``_reorder_stacked``."""
+    import transformers
+
+    path = Path(transformers.__file__).parent / "models" / "rag" / "modeling_rag.py"
+    if not path.is_file():
+        pytest.skip("the installed transformers has no RAG")
+    code = path.read_text()
+    for era in ERAS:
+        result = migrate(code, era, path=str(path))
+        assert result.status == "failed"
+        (diagnostic,) = result.diagnostics
+        assert code.splitlines()[diagnostic.line - 1].strip() == "for layer_past in past_key_values:"
+        assert (
+            "RagTokenForGeneration._reorder_cache reorders each cached tensor with its own `_reorder_stacked(...)`"
+            in diagnostic.message
+        )
