@@ -190,25 +190,20 @@ def test_the_cross_version_probe_passes_through_generate(era, runtime, tmp_path)
 
 STACKED = textwrap.dedent("""
     import torch
-    from transformers import AutoModelForSeq2SeqLM, PreTrainedModel
+    from transformers import AutoModelForCausalLM, PreTrainedModel
 
 
     class PassageReader(PreTrainedModel):
         def __init__(self, config):
             super().__init__(config)
-            self.generator = AutoModelForSeq2SeqLM.from_config(config.generator)
+            self.reader = AutoModelForCausalLM.from_config(config.text_config)
 
-        def forward(self, input_ids, decoder_input_ids=None, past_key_values=None, use_cache=None):
-            outputs = self.generator(
-                input_ids=input_ids,
-                decoder_input_ids=decoder_input_ids,
-                past_key_values=past_key_values,
-                use_cache=use_cache,
-            )
+        def forward(self, input_ids, past_key_values=None, use_cache=None):
+            outputs = self.reader(input_ids=input_ids, past_key_values=past_key_values, use_cache=use_cache)
             return outputs
 
-        def prepare_inputs_for_generation(self, decoder_input_ids, past_key_values=None, **kwargs):
-            return {"decoder_input_ids": decoder_input_ids, "past_key_values": past_key_values, **kwargs}
+        def prepare_inputs_for_generation(self, input_ids, past_key_values=None, **kwargs):
+            return {"input_ids": input_ids, "past_key_values": past_key_values, **kwargs}
 
         @staticmethod
         def _reorder_cache(past_key_values, beam_idx):
@@ -237,6 +232,21 @@ def test_beams_reordered_by_the_heads_own_function_are_refused_at_reorder_cache(
     by_rows = STACKED.replace("per_beam(state, beam_idx.to(state.device))", "state.index_select(0, beam_idx)")
     migrated = migrate(by_rows, era)
     assert migrated.status == "migrated" and "past_key_values.reorder_cache(beam_idx)" in migrated.migrated
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_a_model_an_encoder_decoder_auto_class_builds_is_not_taken(era):
+    """``AutoModelForSeq2SeqLM``: four tensors per layer, which CM109 would hand on as a DynamicCache (4.57's
+    ``from_legacy_cache`` unpacks two per layer). The file stays CM903, naming the auto class."""
+    code = STACKED.replace("AutoModelForCausalLM", "AutoModelForSeq2SeqLM").replace(
+        "config.text_config", "config.generator"
+    )
+    code = code.replace("per_beam(state, beam_idx.to(state.device))", "state.index_select(0, beam_idx)")
+    assert not analyze(cst.parse_module(code), ruleset(era).era.cache_names).library_heads
+    result = migrate(code, era)
+    assert result.status == "failed"
+    assert [d.code for d in result.diagnostics] == ["CM903"]
+    assert "`AutoModelForSeq2SeqLM.from_config`" in result.diagnostics[0].message
 
 
 def test_rag_is_refused_at_its_stacked_reorder_with_what_to_port():

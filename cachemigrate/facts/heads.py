@@ -39,6 +39,10 @@ MODULES = ("Model", "Encoder", "Decoder")
 STACKS = ("Encoder", "Decoder")
 # the auto classes' constructors: ``AutoModelForCausalLM.from_config(config.text_config)`` builds a model of the library
 AUTO_BUILDERS = ("from_config", "from_pretrained")
+# auto classes that build encoder-decoder models (``AutoModelForSeq2SeqLM``, ``AutoModelForSpeechSeq2Seq``): a
+# layer's past is four tensors there, which the library-head rules would hand on as a DynamicCache (4.54+ read only
+# two per layer into one: `from_legacy_cache` raises); not taken for a library model
+ENCODER_DECODER = ("Seq2Seq",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,7 +103,8 @@ def _library_model(cls: ClassInfo, names: dict[str, str]) -> tuple[str, str, str
 def _auto_built(library: str, name: str) -> bool:
     """``library.name`` is an auto class's constructor (``transformers.AutoModelForCausalLM`` . ``from_config``): the
     model it builds is one of the library's, whichever the config names."""
-    return name in AUTO_BUILDERS and library.rsplit(".", 1)[-1].startswith("AutoModel")
+    auto = library.rsplit(".", 1)[-1]
+    return name in AUTO_BUILDERS and auto.startswith("AutoModel") and not any(kind in auto for kind in ENCODER_DECODER)
 
 
 def library_heads(module: cst.Module, classes: dict[str, ClassInfo]) -> list[LibraryHead]:
