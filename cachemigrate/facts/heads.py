@@ -12,7 +12,9 @@ the library model's, made and updated by it. What the head owns is migrated (its
   (the library's name of ``X`` ends in ``Model``, not ``PreTrainedModel``; an alias, ``transformers.GPT2Model`` or
   ``modeling_gpt2.GPT2Model`` are read through the imports, :mod:`.library_imports`) or a model's stack of layers
   (``Encoder``, ``Decoder``: ``self.encoder = BertEncoder(config)``, a head that embeds and masks itself and hands the
-  library's layers the past);
+  library's layers the past), or a model an auto class builds (``self.language_model =
+  AutoModelForCausalLM.from_config(config.text_config)``: a model of the library, whichever the config names; not
+  an encoder-decoder one, :data:`ENCODER_DECODER`);
 - its ``forward`` hands a cache variable to ``self.<attr>(...)``.
 
 A file of transformers' own tree reaches the library with relative imports (``from ..bert.modeling_bert import

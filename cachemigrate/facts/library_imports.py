@@ -6,7 +6,8 @@ tree (a release's ``models/<name>/modeling_<name>.py``, and copies of it) reache
 of two or three dots (``from ..bert.modeling_bert import BertEncoder`` is ``transformers.models.bert.modeling_bert``,
 ``from ...modeling_utils import PreTrainedModel`` is ``transformers.modeling_utils``), as
 :func:`cachemigrate.rules.removed.imported` reads them; one dot is the model's own folder, and two dots count only
-for another model's ``<name>.modeling_<name>``, three only for a ``modeling_*`` module.
+for another model's ``<name>.modeling_<name>``, three only for a ``modeling_*`` module or a model's
+``models.<name>.modeling_<name>`` (``from ...models.auto.modeling_auto import AutoModelForCausalLM``).
 
 ``from transformers.models.gpt2.modeling_gpt2 import GPT2Attention as A`` binds ``A`` to
 ``transformers.models.gpt2.modeling_gpt2.GPT2Attention``; ``import transformers.models.gpt2.modeling_gpt2 as mg`` binds
