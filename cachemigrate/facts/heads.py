@@ -12,7 +12,9 @@ the library model's, made and updated by it. What the head owns is migrated (its
   (the library's name of ``X`` ends in ``Model``, not ``PreTrainedModel``; an alias, ``transformers.GPT2Model`` or
   ``modeling_gpt2.GPT2Model`` are read through the imports, :mod:`.library_imports`) or a model's stack of layers
   (``Encoder``, ``Decoder``: ``self.encoder = BertEncoder(config)``, a head that embeds and masks itself and hands the
-  library's layers the past);
+  library's layers the past), or a model an auto class builds (``self.language_model =
+  AutoModelForCausalLM.from_config(config.text_config)``: a model of the library, whichever the config names; not
+  an encoder-decoder one, :data:`ENCODER_DECODER`);
 - its ``forward`` hands a cache variable to ``self.<attr>(...)``.
 
 A file of transformers' own tree reaches the library with relative imports (``from ..bert.modeling_bert import
@@ -34,9 +36,15 @@ from ..traverse import findall
 from .library_imports import library_names, resolve
 from .model import ClassInfo
 
-
 # how the library's names of the modules a head may wrap end: a model, or a model's stack of layers
 MODULES = ("Model", "Encoder", "Decoder")
+STACKS = ("Encoder", "Decoder")
+# the auto classes' constructors: ``AutoModelForCausalLM.from_config(config.text_config)`` builds a model of the library
+AUTO_BUILDERS = ("from_config", "from_pretrained")
+# auto classes that build encoder-decoder models (``AutoModelForSeq2SeqLM``, ``AutoModelForSpeechSeq2Seq``): a
+# layer's past is four tensors there, which the library-head rules would hand on as a DynamicCache (4.54+ read only
+# two per layer into one: `from_legacy_cache` raises); not taken for a library model
+ENCODER_DECODER = ("Seq2Seq",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,8 +63,9 @@ class LibraryHead:
     @property
     def stack(self) -> bool:
         """The library module is a model's stack of layers (an ``nn.Module``), not a model: it has no
-        ``_supports_cache_class`` to read."""
-        return not self.model.endswith("Model")
+        ``_supports_cache_class`` to read. A model an auto class builds (``AutoModelForCausalLM.from_config``) is a
+        model."""
+        return self.model.endswith(STACKS)
 
 
 def _library_pretrained(cls: ClassInfo, classes: dict[str, ClassInfo], names: dict[str, str]) -> bool:
@@ -87,9 +96,17 @@ def _library_model(cls: ClassInfo, names: dict[str, str]) -> tuple[str, str, str
     for attribute, built in cls.submodules.items():
         library, name = resolve(built, names)
         model = library is not None and name.endswith(MODULES) and not name.endswith("PreTrainedModel")
+        model = model or (library is not None and _auto_built(library, name))
         if model and f"self.{attribute}" in handed:
             return attribute, built, library
     return None
+
+
+def _auto_built(library: str, name: str) -> bool:
+    """``library.name`` is an auto class's constructor (``transformers.AutoModelForCausalLM`` . ``from_config``): the
+    model it builds is one of the library's, whichever the config names."""
+    auto = library.rsplit(".", 1)[-1]
+    return name in AUTO_BUILDERS and auto.startswith("AutoModel") and not any(kind in auto for kind in ENCODER_DECODER)
 
 
 def library_heads(module: cst.Module, classes: dict[str, ClassInfo]) -> list[LibraryHead]:

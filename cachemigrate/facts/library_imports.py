@@ -6,7 +6,8 @@ tree (a release's ``models/<name>/modeling_<name>.py``, and copies of it) reache
 of two or three dots (``from ..bert.modeling_bert import BertEncoder`` is ``transformers.models.bert.modeling_bert``,
 ``from ...modeling_utils import PreTrainedModel`` is ``transformers.modeling_utils``), as
 :func:`cachemigrate.rules.removed.imported` reads them; one dot is the model's own folder, and two dots count only
-for another model's ``<name>.modeling_<name>``, three only for a ``modeling_*`` module.
+for another model's ``<name>.modeling_<name>``, three only for a ``modeling_*`` module or a model's
+``models.<name>.modeling_<name>`` (``from ...models.auto.modeling_auto import AutoModelForCausalLM``).
 
 ``from transformers.models.gpt2.modeling_gpt2 import GPT2Attention as A`` binds ``A`` to
 ``transformers.models.gpt2.modeling_gpt2.GPT2Attention``; ``import transformers.models.gpt2.modeling_gpt2 as mg`` binds
@@ -38,7 +39,12 @@ def library_names(module: cst.Module, tree: bool = False) -> dict[str, str]:
         for node in findall(stmt, m.ImportFrom() | m.Import()):
             if isinstance(node, cst.ImportFrom):
                 source = dotted(node.module) if node.module is not None and not node.relative else None
-                if tree and node.relative and node.module is not None and _in_tree(len(node.relative), dotted(node.module)):
+                if (
+                    tree
+                    and node.relative
+                    and node.module is not None
+                    and _in_tree(len(node.relative), dotted(node.module))
+                ):
                     source = f"{TREE[len(node.relative)]}.{dotted(node.module)}"
                 if not source or source.split(".")[0] != LIBRARY or isinstance(node.names, cst.ImportStar):
                     continue
@@ -64,6 +70,8 @@ def _in_tree(dots: int, module: str) -> bool:
     parts = module.split(".")
     if dots == 2:
         return len(parts) == 2 and parts[1].startswith("modeling_") and parts[1] == f"modeling_{parts[0]}"
+    if dots == 3 and len(parts) == 3:  # `...models.auto.modeling_auto`: a model's modeling module, from models/<name>/
+        return parts[0] == "models" and parts[2] == f"modeling_{parts[1]}"
     return dots == 3 and len(parts) == 1 and parts[0].startswith("modeling_")
 
 

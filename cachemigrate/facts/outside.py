@@ -27,6 +27,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from .analysis import ModuleInfo
+from .custom_reorder import custom_reorder, custom_reorder_message
 from .uses import CacheUse
 from ..traverse import findall
 
@@ -186,6 +187,11 @@ def explain(module: cst.Module, info: ModuleInfo, use: CacheUse) -> str | None:
     auto = _auto_models(module) if stack is None else []
     if auto:
         named = " or ".join(f"`{name}`" for name in auto[:3])
+        method = cls.methods.get(use.function.split(".", 1)[1]) if cls is not None and "." in use.function else None
+        tops = {stmt.name.value for stmt in module.body if isinstance(stmt, cst.FunctionDef)}
+        reorder = custom_reorder(method.node, tops) if method is not None and method.name == "_reorder_cache" else None
+        if reorder:
+            return custom_reorder_message(owner, method.name, reorder, named)
         return (
             f"the file wraps a model it builds with {named} and hands it the past: the cache is that model's, and "
             "that model's own file is what migrates; port this tuple code by hand to whatever the wrapped model "

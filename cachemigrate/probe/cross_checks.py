@@ -211,7 +211,12 @@ def _same_cache(out, cache, length: int, what: str) -> None:
 
 
 def use_cache_false_with_past(r: Replay) -> str:
-    """A tuple past with ``use_cache=False``: the original's logits, and no past returned (as the original)."""
+    """A tuple past with ``use_cache=False``: the original's logits, and no past returned (as the original).
+    Skipped where the original itself raised on it (recorded by the worker)."""
+    if "no_cache_step_error" in r.ref:
+        raise CheckSkipped(
+            f"the original raises on a tuple past with `use_cache=False`: {r.ref['no_cache_step_error']}"
+        )
     out = r.forward(**r.step(0), past_key_values=_clone(r.ref["prompt_past"]), use_cache=False)
     r.close(r.ref["no_cache_step_logits"], logits_of(out), "logits")
     if (past_of(out) is None) != (r.ref["no_cache_step_past"] is None):

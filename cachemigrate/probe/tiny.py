@@ -231,8 +231,12 @@ def _shrink_nested(config, depth: int = 0) -> None:
 
 
 def vocab_of(config) -> int:
-    """The number of input token ids of a config (Bark's sub-models call it ``input_vocab_size``)."""
+    """The number of input token ids of a config (Bark's sub-models call it ``input_vocab_size``; a head over a
+    library model it builds from ``config.text_config``, as multimodal heads do, takes that model's tokens)."""
     for name in ("vocab_size", "input_vocab_size"):
         if isinstance(getattr(config, name, None), int):
             return getattr(config, name)
+    text = getattr(config, "text_config", None)
+    if text is not None and text is not config:
+        return vocab_of(text)
     raise AttributeError(f"{type(config).__name__} has no vocab_size")

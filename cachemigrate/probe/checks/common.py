@@ -72,6 +72,28 @@ def tuple_only_library_model(model) -> str | None:
     return f"the library model it wraps ({base.__name__} of this transformers) takes no Cache on this runtime"
 
 
+def unclaimed_library_head(model) -> str | None:
+    """Why generate() of this runtime hands ``model`` tuples, not a Cache, when it is a head over a library model
+    (a direct submodule that is a transformers ``PreTrainedModel`` of another module than the head's, as an auto
+    class builds it) that claims no Cache itself: 4.42-4.53's generate() makes a DynamicCache only for a model
+    whose ``_supports_cache_class`` is set, and a head of the file claims none, as its original; None otherwise
+    (on 4.54+ generate() hands every model a Cache)."""
+    from transformers import PreTrainedModel
+
+    claims = getattr(model, "_supports_default_dynamic_cache", None)
+    if claims is None or not hasattr(type(model), "_supports_cache_class") or claims():
+        return None
+    own = type(model).__module__
+    for child in model.children():
+        if isinstance(child, PreTrainedModel) and type(child).__module__ != own:
+            return (
+                f"{type(model).__name__} claims no Cache (`_supports_cache_class` unset, as its original), so this "
+                f"runtime's generate() hands it tuples, and the library model it wraps ({type(child).__name__}) "
+                "gives back the tuples it is handed"
+            )
+    return None
+
+
 def library_stack(model):
     """The first direct submodule of ``model`` that is a transformers model's stack of layers, of another module than
     the model's own (``self.encoder = BertEncoder(config)`` of a head over the library's layers), or None."""

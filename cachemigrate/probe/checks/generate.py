@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..compare import CheckFailed, CheckSkipped, expect_same, logits, one_line
 from ..context import MAX_NEW_TOKENS, PROMPT_LEN
-from .common import generate, own_generate, recording_past_types, tuple_only_library_model
+from .common import generate, own_generate, recording_past_types, tuple_only_library_model, unclaimed_library_head
 from .registry import check, needs_decoder_only, needs_head
 
 
@@ -24,6 +24,8 @@ def generate_greedy(probe) -> str:
         return f"{MAX_NEW_TOKENS} new tokens identical; migrated: its own generate() keeps tuples, as the original's"
     if tuple_only_library_model(migrated) and not any(issubclass(t, Cache) for t in seen[1:]):
         return f"{MAX_NEW_TOKENS} new tokens identical; decoded with tuples: {tuple_only_library_model(migrated)}"
+    if unclaimed_library_head(migrated) and not any(issubclass(t, Cache) for t in seen[1:]):
+        return f"{MAX_NEW_TOKENS} new tokens identical; decoded with tuples: {unclaimed_library_head(migrated)}"
     if not any(issubclass(t, Cache) for t in seen[1:]):
         names = sorted({t.__name__ for t in seen[1:]})
         raise CheckFailed(f"tokens identical, but the migrated model never received a Cache (got {', '.join(names)})")
