@@ -73,6 +73,16 @@ class DictLayout:
     def extras(self) -> list[Field]:
         return [f for f in self.fields if f.role == "extra"]
 
+    def accesses(self) -> list[tuple[str, str, cst.CSTNode]]:
+        """The normalised view of the layout: each read and write of a part's field as (``read``/``write``, its
+        role, the node): ``saved_state["prev_key"]`` is a read of the keys, ``"prev_value": v.view(...)`` in the
+        part's dict a write of the values. The part is the attention's own (its key), the same in each."""
+        found = []
+        for f in self.fields:
+            found.append(("write", f.role, f.element))
+            found += [("read", f.role, node) for node in f.reads]
+        return found
+
 
 def _string(node: cst.CSTNode) -> str | None:
     return node.evaluated_value if isinstance(node, cst.SimpleString) else None

@@ -154,11 +154,16 @@ def _binds_none(statement: cst.CSTNode, name: str) -> bool:
     return False
 
 
-def _cache_flag(call: cst.Call) -> str | None:
-    """The name a call hands on as ``use_cache=``."""
+def _cache_flag(fn: FunctionInfo, call: cst.Call) -> tuple[str, str] | None:
+    """The switch that decides whether a past is kept where ``fn`` makes ``call``: the name the call hands on as
+    ``use_cache=``, else ``fn``'s own ``use_cache`` where ``fn`` keeps the past under it itself (``if use_cache:``
+    or ``... if use_cache else None``)."""
     for arg in call.args:
         if arg.keyword is not None and arg.keyword.value == "use_cache" and isinstance(arg.value, cst.Name):
-            return arg.value.value
+            return arg.value.value, f"hands that `{arg.value.value}` on"
+    flag = "use_cache"
+    if flag in fn.params and findall(fn.node, m.If(test=m.Name(flag)) | m.IfExp(test=m.Name(flag), orelse=_NONE)):
+        return flag, f"keeps the past only when `{flag}` is true"
     return None
 
 
@@ -200,7 +205,7 @@ def _trace(
             if not _trace(info, fn.cls, name, None, None, proof, seen):
                 return False
             continue
-        flag = _cache_flag(call)
+        flag, kept = _cache_flag(fn, call) or (None, "")
         branch = _none_in_else(fn, name, flag) if flag else None
         if branch is None:
             proof.why = (
@@ -211,7 +216,7 @@ def _trace(
             return False
         proof.steps.append(
             f"{fn.qualname} sets `{name}` to None whenever `{flag}` is true (the `else` of `if {_code(branch.test)}:`) "
-            f"and hands that `{flag}` on"
+            f"and {kept}"
         )
         proof.node = branch
     return True
