@@ -88,6 +88,22 @@ def test_the_kept_padding_mask_is_proven_dead_over_the_files_callers():
     _, info, layout = _facts(CROSS_KEEPS_MASK)
     proof = prove(info, layout, layout.extras()[0])
     assert proof.dead and "DecoderLayer.forward hands it None" in "; ".join(proof.steps)
+    # the cross attention built with its switch handed positionally is still the cross part
+    positional = CROSS_KEEPS_MASK.replace("PartAttention(width, heads, cross=True)", "PartAttention(width, heads, True)")
+    _, info, layout = _facts(positional)
+    proof = prove(info, layout, layout.extras()[0])
+    assert proof.dead and "DecoderLayer.forward hands it None" in "; ".join(proof.steps)
+    # ... and one whose switch the code does not show is followed for either part: handed the target's mask
+    # (None while caching) it is dead, handed a mask of the source it is not
+    unknown = positional.replace("PartAttention(width, heads, True)", "PartAttention(width, heads, heads > 1)")
+    handed = unknown.replace("self.source(x, memory, incremental_state=state)", "self.source(x, memory, target_padding, state)")
+    _, info, layout = _facts(handed)
+    assert prove(info, layout, layout.extras()[0]).dead
+    source_mask = "memory.new_zeros(memory.shape[:2]).bool()"
+    handed = unknown.replace("self.source(x, memory, incremental_state=state)", f"self.source(x, memory, {source_mask}, state)")
+    _, info, layout = _facts(handed)
+    proof = prove(info, layout, layout.extras()[0])
+    assert not proof.dead and f"DecoderLayer.forward hands PartAttention `padding` as `{source_mask}`" in proof.why
 
 
 def test_a_mask_handed_while_caching_is_not_dead_and_the_proof_stops_at_that_call():

@@ -230,11 +230,13 @@ def _written_once(scopes: list[tuple[FunctionInfo, str]], key_field: str | None,
     return None
 
 
-def _reorder(module: cst.Module, info: ModuleInfo) -> str | None:
-    """The function that reorders the dicts: a loop over a parameter whose items' ``.items()`` it walks."""
+def _reorder(info: ModuleInfo, cache: str) -> str | None:
+    """The function that reorders the dicts: a loop over its parameter named as the model's cache (or as a cache
+    name of the era) whose items' ``.items()`` it walks."""
+    names = {cache, *info.era_cache_names}
     for fn in info.functions.values():
         for loop in findall(fn.node, m.For(target=m.Name(), iter=m.Name())):
-            if loop.iter.value in fn.params and findall(
+            if loop.iter.value in fn.params and loop.iter.value in names and findall(
                 loop.body, m.Call(func=m.Attribute(value=m.Name(loop.target.value), attr=m.Name("items")))
             ):
                 return fn.qualname
@@ -282,6 +284,6 @@ def find(module: cst.Module, info: ModuleInfo, cache: str) -> DictLayout | None:
         key_field = next(f.name for f in fields if f.role == "key")
         return DictLayout(
             cache, per_layer, pick, fn.cls, carrier, _code(key), roles, flag, static, write, saved, tuple(fields),
-            _written_once(scopes, key_field, static) if scopes else None, _reorder(module, info), fn.qualname,
+            _written_once(scopes, key_field, static) if scopes else None, _reorder(info, cache), fn.qualname,
         )
     return None

@@ -55,22 +55,53 @@ def _code(node: cst.CSTNode) -> str:
     return cst.Module([]).code_for_node(node)
 
 
-def _part_of_build(init: FunctionInfo | None, attr: str, switch: str | None) -> str:
-    """``self.<attr> = Attention(..., <switch>=True)``: "cross"; built without it (or with False): "self"."""
+def _switch_param(info: ModuleInfo, cls: str, switch: str | None) -> tuple[str, int, cst.BaseExpression | None] | None:
+    """The parameter of ``cls.__init__`` that sets ``self.<switch>`` (``self.cross = cross``): its name, its index
+    among the positional parameters, and its default."""
+    init = info.functions.get(f"{cls}.__init__")
     if init is None or switch is None:
-        return "self"
+        return None
+    target = m.AssignTarget(target=m.Attribute(value=m.Name("self"), attr=m.Name(switch)))
+    for node in findall(init.node, m.Assign(targets=[target], value=m.Name())):
+        name = node.value.value
+        params = [p for p in init.node.params.params if p.name.value != "self"]
+        for index, param in enumerate(params):
+            if param.name.value == name:
+                return name, index, param.default
+    return None
+
+
+def _part_of_build(built: FunctionInfo | None, attr: str, switch: tuple | None) -> str | None:
+    """The part an attention built as ``self.<attr> = Attention(...)`` in ``built`` (an ``__init__``) writes:
+    "cross" where its switch is handed True, "self" where False (or left to a False default); None where the code
+    does not show it (the switch handed something else, or no such build found)."""
+    if built is None or switch is None:
+        return None
+    name, index, default = switch
     target = m.AssignTarget(target=m.Attribute(value=m.Name("self"), attr=m.Name(attr)))
-    for node in findall(init.node, m.Assign(targets=[target], value=m.Call())):
+    for node in findall(built.node, m.Assign(targets=[target], value=m.Call())):
+        value = default
+        positional = [arg for arg in node.value.args if arg.keyword is None and not arg.star]
+        if any(arg.star for arg in node.value.args):
+            return None
+        if index < len(positional):
+            value = positional[index].value
         for arg in node.value.args:
-            if arg.keyword is not None and arg.keyword.value == switch:
-                return "cross" if m.matches(arg.value, m.Name("True")) else "self"
-    return "self"
+            if arg.keyword is not None and arg.keyword.value == name:
+                value = arg.value
+        if m.matches(value, m.Name("True")):
+            return "cross"
+        if m.matches(value, m.Name("False")):
+            return "self"
+        return None
+    return None
 
 
 def _callers(info: ModuleInfo, cls: str, part: str | None, switch: str | None):
     """(caller, call) for each call of ``cls`` in a method of another class of the file: ``self.attr(...)`` for an
-    attribute built from ``cls`` (of the part ``part``, where given), or ``x(...)`` for ``x`` looped over a
-    ``ModuleList`` of ``cls``."""
+    attribute built from ``cls`` (of the part ``part`` where given, or of a part the code does not show), or
+    ``x(...)`` for ``x`` looped over a ``ModuleList`` of ``cls``."""
+    switch = _switch_param(info, cls, switch)
     for other in info.classes.values():
         init = other.methods.get("__init__")
         attrs = {a for a, c in other.submodules.items() if c == cls}
@@ -79,7 +110,7 @@ def _callers(info: ModuleInfo, cls: str, part: str | None, switch: str | None):
         for fn in other.methods.values():
             for call in findall(fn.node, m.Call(func=m.Attribute(value=m.Name("self"), attr=m.Name()))):
                 attr = call.func.attr.value
-                if attr in attrs and (part is None or _part_of_build(init, attr, switch) == part):
+                if attr in attrs and (part is None or _part_of_build(init, attr, switch) in (part, None)):
                     yield fn, call
             for loop in findall(fn.node, m.For()):
                 if not any(m.findall(loop.iter, m.Attribute(value=m.Name("self"), attr=m.Name(a))) for a in lists):
@@ -168,17 +199,21 @@ def _cache_flag(fn: FunctionInfo, call: cst.Call) -> tuple[str, str] | None:
 
 
 def _trace(
-    info: ModuleInfo, cls: str, param: str, part: str | None, switch: str | None, proof: Proof, seen: set,
+    info: ModuleInfo, cls: str, param: str, part: str | None, switch: str | None, proof: Proof, seen: dict,
     carrier: str | None = None,
 ) -> bool:
     """Every caller of ``cls`` (of part ``part``) hands its forward's ``param`` None whenever a cache is kept. With
     ``carrier`` (the attention's parameter that holds the layer's dict), a caller that hands it none (an encoder's
     self-attention: the part goes to a dict of its own, thrown away) keeps nothing and is left out."""
     callee = info.functions.get(f"{cls}.forward")
-    if callee is None or (cls, param) in seen:
+    if (cls, param) in seen:  # proven already (True), or being proven: a cycle of calls proves nothing (False)
+        if not seen[(cls, param)]:
+            proof.why = f"`{param}` of {cls}.forward is handed on in a cycle of calls"
+        return seen[(cls, param)]
+    seen[(cls, param)] = False
+    if callee is None:
         proof.why = f"`{param}` of {cls}.forward is not followed to its callers"
         return False
-    seen.add((cls, param))
     callers = list(_callers(info, cls, part, switch))
     if not callers:
         proof.why = f"{cls} is called by no class of the file, so what its forward's `{param}` holds is not shown"
@@ -219,6 +254,7 @@ def _trace(
             f"and {kept}"
         )
         proof.node = branch
+    seen[(cls, param)] = True
     return True
 
 
@@ -237,7 +273,7 @@ def prove(info: ModuleInfo, layout: DictLayout, field: Field) -> Proof:
             proof.node = field.element
             return proof
         proof.steps.append(f"the {part} part stores {layout.forward}'s `{value.value}`")
-        if not _trace(info, layout.attention, value.value, part if len(layout.parts) > 1 else None, layout.switch, proof, set(),
+        if not _trace(info, layout.attention, value.value, part if len(layout.parts) > 1 else None, layout.switch, proof, {},
                       layout.carrier):
             proof.node = proof.node or field.element
             return proof
