@@ -157,3 +157,67 @@ def test_what_the_proof_says_is_what_the_model_does(tmp_path):
         masks = [part["prev_key_padding_mask"] for layer in past for part in layer.values()]
         assert any(mask is not None for mask in masks) == kept
         assert all(layer["cross_part"]["prev_key_padding_mask"] is None for layer in past)
+
+
+def test_a_layers_dict_is_the_encoder_decoder_4_tuple_an_encoder_decoder_cache_takes(tmp_path):
+    """The dict of a cached step, read in :meth:`DictLayout.legacy_order`, is the (self K, self V, cross K, cross V)
+    tuple of the encoder-decoder family: on the installed transformers, ``EncoderDecoderCache.from_legacy_cache``
+    of it holds the target's length in its self part and the source's in its cross part, and gives the same
+    tensors back."""
+    torch = pytest.importorskip("torch")
+    cache_utils = pytest.importorskip("transformers.cache_utils")
+    order = _facts(SOURCE)[2].legacy_order()
+    assert order == (("self_part", "prev_key"), ("self_part", "prev_value"), ("cross_part", "prev_key"),
+                     ("cross_part", "prev_value"))
+    torch.manual_seed(0)
+    model = _load(SOURCE, tmp_path, "legacy_order").Translator().eval()
+    source, target = torch.tensor([[3, 4, 5, 6, 7]]), torch.tensor([[1, 7, 8]])
+    _, past = model(source, target, use_cache=True)
+    legacy = tuple(tuple(layer[part][field] for part, field in order) for layer in past)
+    cache = cache_utils.EncoderDecoderCache.from_legacy_cache(legacy)
+    assert cache.self_attention_cache.get_seq_length() == target.shape[1]
+    assert cache.cross_attention_cache.get_seq_length() == source.shape[1]
+    for mine, theirs in zip(legacy, cache.to_legacy_cache()):
+        assert all(torch.equal(a, b) for a, b in zip(mine, theirs))
+    # the next step, fed the dicts back, grows the self part by one and leaves the cross part as it was
+    _, past = model(source, torch.tensor([[9]]), past_key_values=past, use_cache=True)
+    assert past[0]["self_part"]["prev_key"].shape[-2] == target.shape[1] + 1
+    assert past[0]["cross_part"]["prev_key"].shape[-2] == source.shape[1]
+
+
+def test_the_installed_fsmt_is_read_the_same_way_and_its_dicts_are_an_encoder_decoder_caches():
+    """The fairseq port of the installed transformers (FSMT): the same facts, its mask proven dead, CM917 at the
+    write of the part; a tiny model's cached step, read in the dicts' legacy order, is an EncoderDecoderCache whose
+    self part holds the decoded tokens and whose cross part holds the source, and a padding mask handed to the
+    model while it caches is not kept."""
+    torch = pytest.importorskip("torch")
+    fsmt = pytest.importorskip("transformers.models.fsmt.modeling_fsmt")
+    cache_utils = pytest.importorskip("transformers.cache_utils")
+    code = Path(fsmt.__file__).read_text()
+    module, info, layout = _facts(code)
+    assert layout.parts == {"cross": "encoder_decoder", "self": "self"} and layout.written_once is not None
+    assert [f.name for f in layout.extras()] == ["prev_key_padding_mask"]
+    assert prove(info, layout, layout.extras()[0]).dead
+    result = migrate_source(code, ruleset("4.56"), Options(line_length=119), path="modeling_fsmt.py")
+    [diagnostic] = result.diagnostics
+    assert (diagnostic.code, diagnostic.line) == ("CM917", _line(code, "layer_state[self.cache_key] = {"))
+    config = fsmt.FSMTConfig(
+        langs=["en", "de"], src_vocab_size=40, tgt_vocab_size=40, d_model=16, encoder_layers=2, decoder_layers=2,
+        encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32,
+        max_position_embeddings=64, dropout=0.0,
+    )
+    torch.manual_seed(0)
+    model = fsmt.FSMTForConditionalGeneration(config).eval()
+    source, target = torch.tensor([[5, 6, 7, 8, 2]]), torch.tensor([[2, 9, 10]])
+    with torch.no_grad():
+        out = model(input_ids=source, decoder_input_ids=target, decoder_attention_mask=torch.tensor([[0, 1, 1]]),
+                    use_cache=True)
+    past = out.past_key_values
+    assert all(part["prev_key_padding_mask"] is None for layer in past for part in layer.values())
+    order = layout.legacy_order()
+    cache = cache_utils.EncoderDecoderCache.from_legacy_cache(
+        tuple(tuple(layer[part][field] for part, field in order) for layer in past)
+    )
+    # FSMT's cached forward embeds the whole target and runs its last token only
+    assert cache.self_attention_cache.get_seq_length() == 1
+    assert cache.cross_attention_cache.get_seq_length() == source.shape[1]

@@ -30,10 +30,19 @@ def _recognised(layout: DictLayout, locate) -> str:
         if layout.written_once is not None
         else ""
     )
+    order = layout.legacy_order()
+    as_tuple = (
+        ", and one layer's dict holds the encoder-decoder family's tuple (self keys, self values, cross keys, cross "
+        "values): ("
+        + ", ".join(f'`{layout.per_layer}["{part}"]["{name}"]`' for part, name in order)
+        + ")"
+        if order
+        else ""
+    )
     return (
         f"`{layout.cache}` keeps one dict per layer (`{layout.per_layer}`), fairseq style, with a dict per attention "
         f"part keyed by `{layout.part_key}` in {layout.forward}: {parts}, each holding `{key.name}` and "
-        f"`{value.name}` stored {stored}{used}{once}. These are an EncoderDecoderCache's roles"
+        f"`{value.name}` stored {stored}{used}{once}. These are an EncoderDecoderCache's roles{as_tuple}"
     )
 
 

@@ -73,6 +73,17 @@ class DictLayout:
     def extras(self) -> list[Field]:
         return [f for f in self.fields if f.role == "extra"]
 
+    def legacy_order(self) -> tuple[tuple[str, str], ...] | None:
+        """Where one layer's dict puts what the encoder-decoder family's 4-tuple holds, in its order (self keys,
+        self values, cross keys, cross values: what ``EncoderDecoderCache.from_legacy_cache`` takes and
+        ``to_legacy_cache`` gives): (part key, field name) each, so that ``layer[part][field]`` is the tensor. Only
+        for keys and values stored [b, h, s, d] with a self and a cross part; None otherwise."""
+        key, value = self.field("key"), self.field("value")
+        standard = TensorLayout(4, -2, None)
+        if set(self.parts) != {"self", "cross"} or key.stored != standard or value.stored != standard:
+            return None
+        return tuple((self.parts[part], field.name) for part in ("self", "cross") for field in (key, value))
+
     def accesses(self) -> list[tuple[str, str, cst.CSTNode]]:
         """The normalised view of the layout: each read and write of a part's field as (``read``/``write``, its
         role, the node): ``saved_state["prev_key"]`` is a read of the keys, ``"prev_value": v.view(...)`` in the
