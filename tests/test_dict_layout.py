@@ -26,7 +26,9 @@ ERAS = ("4.52", "4.56", "5", "portable")
 # the translator hands the decoder its padding mask while it caches: the mask a past keeps is no longer None
 MASK_WHILE_CACHING = SOURCE.replace("        else:\n            target_padding = None\n", "")
 # the cross part keeps the mask too: its attention is handed none (the default), so it stays None
-CROSS_KEEPS_MASK = SOURCE.replace('"prev_key_padding_mask": padding if not reuse else None', '"prev_key_padding_mask": padding')
+CROSS_KEEPS_MASK = SOURCE.replace(
+    '"prev_key_padding_mask": padding if not reuse else None', '"prev_key_padding_mask": padding'
+)
 
 
 @functools.cache
@@ -52,7 +54,9 @@ def test_the_layout_is_read_as_an_encoder_decoder_caches_roles():
     assert layout.parts == {"cross": "cross_part", "self": "self_part"}
     assert (layout.switch, layout.static, layout.saved) == ("cross", "reuse", "held")
     assert [(f.name, f.role) for f in layout.fields] == [
-        ("prev_key", "key"), ("prev_value", "value"), ("prev_key_padding_mask", "extra")
+        ("prev_key", "key"),
+        ("prev_value", "value"),
+        ("prev_key_padding_mask", "extra"),
     ]
     key, value = layout.field("key"), layout.field("value")
     # stored [b, h, s, d] (what an EncoderDecoderCache holds), read back merged [b*h, s, d]
@@ -68,7 +72,7 @@ def test_the_layout_is_read_as_an_encoder_decoder_caches_roles():
 def test_the_part_key_may_be_a_string_and_a_file_of_tuples_is_not_this_layout():
     one_part = SOURCE.replace("incremental_state[self.state_name] =", 'incremental_state["only"] =')
     assert _facts(one_part)[2].parts == {"self": "only"}
-    tuples = SOURCE.replace('"prev_value": v.view', '0: v.view')  # a field not named by a string
+    tuples = SOURCE.replace('"prev_value": v.view', "0: v.view")  # a field not named by a string
     assert _facts(tuples)[2] is None
     no_values = SOURCE.replace('"prev_value": v.view(batch, self.heads, -1, self.size),', "")
     assert _facts(no_values)[2] is None
@@ -89,18 +93,24 @@ def test_the_kept_padding_mask_is_proven_dead_over_the_files_callers():
     proof = prove(info, layout, layout.extras()[0])
     assert proof.dead and "DecoderLayer.forward hands it None" in "; ".join(proof.steps)
     # the cross attention built with its switch handed positionally is still the cross part
-    positional = CROSS_KEEPS_MASK.replace("PartAttention(width, heads, cross=True)", "PartAttention(width, heads, True)")
+    positional = CROSS_KEEPS_MASK.replace(
+        "PartAttention(width, heads, cross=True)", "PartAttention(width, heads, True)"
+    )
     _, info, layout = _facts(positional)
     proof = prove(info, layout, layout.extras()[0])
     assert proof.dead and "DecoderLayer.forward hands it None" in "; ".join(proof.steps)
     # ... and one whose switch the code does not show is followed for either part: handed the target's mask
     # (None while caching) it is dead, handed a mask of the source it is not
     unknown = positional.replace("PartAttention(width, heads, True)", "PartAttention(width, heads, heads > 1)")
-    handed = unknown.replace("self.source(x, memory, incremental_state=state)", "self.source(x, memory, target_padding, state)")
+    handed = unknown.replace(
+        "self.source(x, memory, incremental_state=state)", "self.source(x, memory, target_padding, state)"
+    )
     _, info, layout = _facts(handed)
     assert prove(info, layout, layout.extras()[0]).dead
     source_mask = "memory.new_zeros(memory.shape[:2]).bool()"
-    handed = unknown.replace("self.source(x, memory, incremental_state=state)", f"self.source(x, memory, {source_mask}, state)")
+    handed = unknown.replace(
+        "self.source(x, memory, incremental_state=state)", f"self.source(x, memory, {source_mask}, state)"
+    )
     _, info, layout = _facts(handed)
     proof = prove(info, layout, layout.extras()[0])
     assert not proof.dead and f"DecoderLayer.forward hands PartAttention `padding` as `{source_mask}`" in proof.why
@@ -123,7 +133,10 @@ def test_refused_at_the_first_blocker_in_every_era_with_the_file_unchanged(era):
     assert diagnostic.line == _line(SOURCE, "incremental_state[self.state_name] = {")
     assert "`prev_key_padding_mask` is dead" in diagnostic.message
     assert f"no rule of era {era} rewrites a dict-of-parts past" in diagnostic.message
-    assert f"written once (`if \"prev_key\" in held and reuse:` at line {_line(SOURCE, 'and reuse:')})" in diagnostic.message
+    assert (
+        f"written once (`if \"prev_key\" in held and reuse:` at line {_line(SOURCE, 'and reuse:')})"
+        in diagnostic.message
+    )
 
 
 def test_a_live_mask_is_the_blocker_named_at_the_call_that_hands_it():
@@ -167,8 +180,12 @@ def test_a_layers_dict_is_the_encoder_decoder_4_tuple_an_encoder_decoder_cache_t
     torch = pytest.importorskip("torch")
     cache_utils = pytest.importorskip("transformers.cache_utils")
     order = _facts(SOURCE)[2].legacy_order()
-    assert order == (("self_part", "prev_key"), ("self_part", "prev_value"), ("cross_part", "prev_key"),
-                     ("cross_part", "prev_value"))
+    assert order == (
+        ("self_part", "prev_key"),
+        ("self_part", "prev_value"),
+        ("cross_part", "prev_key"),
+        ("cross_part", "prev_value"),
+    )
     torch.manual_seed(0)
     model = _load(SOURCE, tmp_path, "legacy_order").Translator().eval()
     source, target = torch.tensor([[3, 4, 5, 6, 7]]), torch.tensor([[1, 7, 8]])
@@ -194,7 +211,7 @@ def test_the_installed_fsmt_is_read_the_same_way_and_its_dicts_are_an_encoder_de
     fsmt = pytest.importorskip("transformers.models.fsmt.modeling_fsmt")
     cache_utils = pytest.importorskip("transformers.cache_utils")
     code = Path(fsmt.__file__).read_text()
-    module, info, layout = _facts(code)
+    _, info, layout = _facts(code)
     assert layout.parts == {"cross": "encoder_decoder", "self": "self"} and layout.written_once is not None
     assert [f.name for f in layout.extras()] == ["prev_key_padding_mask"]
     assert prove(info, layout, layout.extras()[0]).dead
@@ -202,16 +219,29 @@ def test_the_installed_fsmt_is_read_the_same_way_and_its_dicts_are_an_encoder_de
     [diagnostic] = result.diagnostics
     assert (diagnostic.code, diagnostic.line) == ("CM917", _line(code, "layer_state[self.cache_key] = {"))
     config = fsmt.FSMTConfig(
-        langs=["en", "de"], src_vocab_size=40, tgt_vocab_size=40, d_model=16, encoder_layers=2, decoder_layers=2,
-        encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32,
-        max_position_embeddings=64, dropout=0.0,
+        langs=["en", "de"],
+        src_vocab_size=40,
+        tgt_vocab_size=40,
+        d_model=16,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=32,
+        decoder_ffn_dim=32,
+        max_position_embeddings=64,
+        dropout=0.0,
     )
     torch.manual_seed(0)
     model = fsmt.FSMTForConditionalGeneration(config).eval()
     source, target = torch.tensor([[5, 6, 7, 8, 2]]), torch.tensor([[2, 9, 10]])
     with torch.no_grad():
-        out = model(input_ids=source, decoder_input_ids=target, decoder_attention_mask=torch.tensor([[0, 1, 1]]),
-                    use_cache=True)
+        out = model(
+            input_ids=source,
+            decoder_input_ids=target,
+            decoder_attention_mask=torch.tensor([[0, 1, 1]]),
+            use_cache=True,
+        )
     past = out.past_key_values
     assert all(part["prev_key_padding_mask"] is None for layer in past for part in layer.values())
     order = layout.legacy_order()

@@ -33,9 +33,7 @@ def _recognised(layout: DictLayout, locate) -> str:
     order = layout.legacy_order()
     as_tuple = (
         ", and one layer's dict holds the encoder-decoder family's tuple (self keys, self values, cross keys, cross "
-        "values): ("
-        + ", ".join(f'`{layout.per_layer}["{part}"]["{name}"]`' for part, name in order)
-        + ")"
+        "values): (" + ", ".join(f'`{layout.per_layer}["{part}"]["{name}"]`' for part, name in order) + ")"
         if order
         else ""
     )
@@ -58,17 +56,26 @@ def dict_layout_diagnostic(module: cst.Module, info: ModuleInfo, use: CacheUse, 
             line, column = locate(proof.node or field.element)
             steps = "; ".join(proof.steps)
             return Diagnostic(
-                path, line, column, codes.DICT_LAYOUT,
+                path,
+                line,
+                column,
+                codes.DICT_LAYOUT,
                 f"{said}. But each part also keeps `{field.name}` (`{_code(field.element)}`), and an "
                 f"EncoderDecoderCache keeps keys and values only: it was not proven dead ({steps + '; ' if steps else ''}"
                 f"{proof.why}). Make it recomputable on every step (hand the attention the whole mask each step "
                 f"instead of keeping it in the past), or port this cache by hand; the file was left unchanged",
             )
-    dead = [f"`{f.name}` is dead in every past the models of the file hand out (over the file's own callers: {'; '.join(prove(info, layout, f).steps)})" for f in layout.extras()]
+    dead = [
+        f"`{f.name}` is dead in every past the models of the file hand out (over the file's own callers: {'; '.join(prove(info, layout, f).steps)})"
+        for f in layout.extras()
+    ]
     line, column = locate(layout.write)
     reorder = f", and {layout.reorder} walks the dicts for beams" if layout.reorder else ""
     return Diagnostic(
-        path, line, column, codes.DICT_LAYOUT,
+        path,
+        line,
+        column,
+        codes.DICT_LAYOUT,
         f"{said}{'; ' + '; '.join(dead) if dead else ''}. But no rule of era {era} rewrites a dict-of-parts past yet "
         f"(this write of the part, its reads through `{layout.saved}`{reorder}): port it by hand to an "
         "EncoderDecoderCache (`self_attention_cache` / `cross_attention_cache` for the parts, `is_updated` for the "

@@ -30,9 +30,9 @@ import dataclasses
 import libcst as cst
 import libcst.matchers as m
 
+from ..traverse import findall
 from .layout_types import TensorLayout
 from .model import FunctionInfo, ModuleInfo
-from ..traverse import findall
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,7 +115,9 @@ def _per_layer(module: cst.Module, cache: str) -> tuple[str, cst.CSTNode] | None
 
 def _part_write(fn: FunctionInfo) -> tuple[str, cst.Assign] | None:
     """``p[<key>] = {...}`` for a parameter ``p`` of ``fn``: the parameter and the statement."""
-    for node in findall(fn.node, m.Assign(targets=[m.AssignTarget(target=m.Subscript(value=m.Name()))], value=m.Dict())):
+    for node in findall(
+        fn.node, m.Assign(targets=[m.AssignTarget(target=m.Subscript(value=m.Name()))], value=m.Dict())
+    ):
         name = node.targets[0].target.value.value
         if name in fn.params:
             return name, node
@@ -153,7 +155,10 @@ def _static(fn: FunctionInfo, flag: str | None) -> str | None:
     if flag is None:
         return None
     value = m.Attribute(value=m.Name("self"), attr=m.Name(flag))
-    for node in findall(fn.node, m.AnnAssign(target=m.Name(), value=value) | m.Assign(targets=[m.AssignTarget(target=m.Name())], value=value)):
+    for node in findall(
+        fn.node,
+        m.AnnAssign(target=m.Name(), value=value) | m.Assign(targets=[m.AssignTarget(target=m.Name())], value=value),
+    ):
         return (node.target if isinstance(node, cst.AnnAssign) else node.targets[0].target).value
     return None
 
@@ -188,8 +193,13 @@ def _reads(scopes: list[tuple[FunctionInfo, str]], field: str) -> list[cst.CSTNo
     found = []
     for fn, name in scopes:
         key = m.SimpleString(m.MatchIfTrue(lambda code: code[1:-1] == field))
-        found += findall(fn.node, m.Subscript(value=m.Name(name), slice=[m.SubscriptElement(slice=m.Index(value=key))]))
-        found += findall(fn.node, m.Call(func=m.Attribute(value=m.Name(name), attr=m.Name("get")), args=[m.Arg(value=key), m.ZeroOrMore()]))
+        found += findall(
+            fn.node, m.Subscript(value=m.Name(name), slice=[m.SubscriptElement(slice=m.Index(value=key))])
+        )
+        found += findall(
+            fn.node,
+            m.Call(func=m.Attribute(value=m.Name(name), attr=m.Name("get")), args=[m.Arg(value=key), m.ZeroOrMore()]),
+        )
     return found
 
 
@@ -199,7 +209,9 @@ def _shape(call: cst.CSTNode) -> TensorLayout | None:
     if not m.matches(call, m.Call(func=m.Attribute(attr=m.Name("view") | m.Name("reshape")))):
         return None
     args = [a.value for a in call.args]
-    minus_one = [i for i, a in enumerate(args) if m.matches(a, m.UnaryOperation(operator=m.Minus(), expression=m.Integer("1")))]
+    minus_one = [
+        i for i, a in enumerate(args) if m.matches(a, m.UnaryOperation(operator=m.Minus(), expression=m.Integer("1")))
+    ]
     if len(minus_one) != 1 or len(args) < 2:
         return None
     first = args[0]
@@ -216,7 +228,9 @@ def _used(scopes: list[tuple[FunctionInfo, str]], reads: list[cst.CSTNode]) -> T
         for assign in findall(fn.node, m.Assign(targets=[m.AssignTarget(target=m.Name())])):
             if any(assign.value is read for read in reads):
                 alias = assign.targets[0].target.value
-                for call in findall(fn.node, m.Call(func=m.Attribute(value=m.Name(alias), attr=m.Name("view") | m.Name("reshape")))):
+                for call in findall(
+                    fn.node, m.Call(func=m.Attribute(value=m.Name(alias), attr=m.Name("view") | m.Name("reshape")))
+                ):
                     return _shape(call)
     return None
 
@@ -247,8 +261,10 @@ def _reorder(info: ModuleInfo, cache: str) -> str | None:
     names = {cache, *info.era_cache_names}
     for fn in info.functions.values():
         for loop in findall(fn.node, m.For(target=m.Name(), iter=m.Name())):
-            if loop.iter.value in fn.params and loop.iter.value in names and findall(
-                loop.body, m.Call(func=m.Attribute(value=m.Name(loop.target.value), attr=m.Name("items")))
+            if (
+                loop.iter.value in fn.params
+                and loop.iter.value in names
+                and findall(loop.body, m.Call(func=m.Attribute(value=m.Name(loop.target.value), attr=m.Name("items"))))
             ):
                 return fn.qualname
     return None
@@ -286,15 +302,39 @@ def find(module: cst.Module, info: ModuleInfo, cache: str) -> DictLayout | None:
             role = _role(name)
             tensor = role in ("key", "value")
             fields.append(
-                Field(name, role, element.value, element, _shape(element.value) if tensor else None,
-                      _used(scopes, reads) if tensor else None, tuple(reads))
+                Field(
+                    name,
+                    role,
+                    element.value,
+                    element,
+                    _shape(element.value) if tensor else None,
+                    _used(scopes, reads) if tensor else None,
+                    tuple(reads),
+                )
             )
         if not any(f.role == "key" for f in fields) or not any(f.role == "value" for f in fields):
             continue
-        roles = {"cross": parts[True], "self": parts[False]} if static and True in parts else {"self": parts[None]} if None in parts else {"part when " + str(k): v for k, v in parts.items()}
+        roles = (
+            {"cross": parts[True], "self": parts[False]}
+            if static and True in parts
+            else {"self": parts[None]} if None in parts else {"part when " + str(k): v for k, v in parts.items()}
+        )
         key_field = next(f.name for f in fields if f.role == "key")
         return DictLayout(
-            cache, per_layer, pick, fn.cls, carrier, _code(key), roles, flag, static, write, saved, tuple(fields),
-            _written_once(scopes, key_field, static) if scopes else None, _reorder(info, cache), fn.qualname,
+            cache,
+            per_layer,
+            pick,
+            fn.cls,
+            carrier,
+            _code(key),
+            roles,
+            flag,
+            static,
+            write,
+            saved,
+            tuple(fields),
+            _written_once(scopes, key_field, static) if scopes else None,
+            _reorder(info, cache),
+            fn.qualname,
         )
     return None

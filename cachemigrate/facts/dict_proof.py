@@ -21,9 +21,9 @@ import dataclasses
 import libcst as cst
 import libcst.matchers as m
 
+from ..traverse import findall, nodes
 from .dict_layout import DictLayout, Field
 from .model import FunctionInfo, ModuleInfo
-from ..traverse import findall, nodes
 
 _NONE = m.Name("None")
 
@@ -116,7 +116,9 @@ def _callers(info: ModuleInfo, cls: str, part: str | None, switch: str | None):
                 if not any(m.findall(loop.iter, m.Attribute(value=m.Name("self"), attr=m.Name(a))) for a in lists):
                     continue
                 target = loop.target
-                names = [target] if isinstance(target, cst.Name) else [e.value for e in getattr(target, "elements", [])]
+                names = (
+                    [target] if isinstance(target, cst.Name) else [e.value for e in getattr(target, "elements", [])]
+                )
                 for name in (n.value for n in names if isinstance(n, cst.Name)):
                     for call in findall(loop.body, m.Call(func=m.Name(name))):
                         yield fn, call
@@ -142,7 +144,12 @@ def _argument(call: cst.Call, callee: FunctionInfo, param: str) -> cst.BaseExpre
 def _assigned(fn: FunctionInfo, name: str) -> list[cst.CSTNode]:
     """The statements of ``fn`` that bind ``name``."""
     target = m.Name(name) | m.Tuple(elements=[m.ZeroOrMore(), m.Element(value=m.Name(name)), m.ZeroOrMore()])
-    return findall(fn.node, m.Assign(targets=[m.ZeroOrMore(), m.AssignTarget(target=target), m.ZeroOrMore()]) | m.AnnAssign(target=m.Name(name)) | m.AugAssign(target=m.Name(name)))
+    return findall(
+        fn.node,
+        m.Assign(targets=[m.ZeroOrMore(), m.AssignTarget(target=target), m.ZeroOrMore()])
+        | m.AnnAssign(target=m.Name(name))
+        | m.AugAssign(target=m.Name(name)),
+    )
 
 
 def _none_in_else(fn: FunctionInfo, name: str, flag: str) -> cst.If | None:
@@ -169,7 +176,12 @@ def _rebound_after(fn: FunctionInfo, flag: str, branch: cst.If) -> bool:
 
 def _assigned_in(body: cst.CSTNode, name: str) -> list[cst.CSTNode]:
     target = m.Name(name) | m.Tuple(elements=[m.ZeroOrMore(), m.Element(value=m.Name(name)), m.ZeroOrMore()])
-    return findall(body, m.Assign(targets=[m.ZeroOrMore(), m.AssignTarget(target=target), m.ZeroOrMore()]) | m.AnnAssign(target=m.Name(name)) | m.AugAssign(target=m.Name(name)))
+    return findall(
+        body,
+        m.Assign(targets=[m.ZeroOrMore(), m.AssignTarget(target=target), m.ZeroOrMore()])
+        | m.AnnAssign(target=m.Name(name))
+        | m.AugAssign(target=m.Name(name)),
+    )
 
 
 def _binds_none(statement: cst.CSTNode, name: str) -> bool:
@@ -199,7 +211,13 @@ def _cache_flag(fn: FunctionInfo, call: cst.Call) -> tuple[str, str] | None:
 
 
 def _trace(
-    info: ModuleInfo, cls: str, param: str, part: str | None, switch: str | None, proof: Proof, seen: dict,
+    info: ModuleInfo,
+    cls: str,
+    param: str,
+    part: str | None,
+    switch: str | None,
+    proof: Proof,
+    seen: dict,
     carrier: str | None = None,
 ) -> bool:
     """Every caller of ``cls`` (of part ``part``) hands its forward's ``param`` None whenever a cache is kept. With
@@ -273,8 +291,16 @@ def prove(info: ModuleInfo, layout: DictLayout, field: Field) -> Proof:
             proof.node = field.element
             return proof
         proof.steps.append(f"the {part} part stores {layout.forward}'s `{value.value}`")
-        if not _trace(info, layout.attention, value.value, part if len(layout.parts) > 1 else None, layout.switch, proof, {},
-                      layout.carrier):
+        if not _trace(
+            info,
+            layout.attention,
+            value.value,
+            part if len(layout.parts) > 1 else None,
+            layout.switch,
+            proof,
+            {},
+            layout.carrier,
+        ):
             proof.node = proof.node or field.element
             return proof
     proof.dead, proof.node = True, None
