@@ -70,6 +70,9 @@ def test_the_layout_is_read_as_an_encoder_decoder_caches_roles():
 
 
 def test_the_part_key_may_be_a_string_and_a_file_of_tuples_is_not_this_layout():
+    no_local = SOURCE.replace("reuse: bool = self.cross", "reuse: bool = bool(self.cross)")
+    assert _facts(no_local)[2].parts == {"`cross`": "cross_part", "not `cross`": "self_part"}
+    assert _facts(no_local)[2].legacy_order() is None
     one_part = SOURCE.replace("incremental_state[self.state_name] =", 'incremental_state["only"] =')
     assert _facts(one_part)[2].parts == {"self": "only"}
     tuples = SOURCE.replace('"prev_value": v.view', "0: v.view")  # a field not named by a string

@@ -57,7 +57,9 @@ class DictLayout:
     attention: str = ""  # the class that reads and writes its part of the dict
     carrier: str = ""  # its parameter that holds the layer's dict
     part_key: str = ""  # the code of the part's key (`self.cache_key`, or a string)
-    parts: dict = dataclasses.field(default_factory=dict)  # "self" / "cross" -> the key of that part
+    # "self" / "cross" -> the key of that part (the cross part: the one the written-once switch is on for; with a
+    # switch but no such local, the parts are named by the switch: "`flag`" / "not `flag`")
+    parts: dict = dataclasses.field(default_factory=dict)
     switch: str | None = None  # the attention's attribute that makes it the cross part (`encoder_decoder_attention`)
     static: str | None = None  # the forward's local set from it (`static_kv`)
     write: cst.Assign | None = dataclasses.field(default=None, repr=False, compare=False)
@@ -317,7 +319,7 @@ def find(module: cst.Module, info: ModuleInfo, cache: str) -> DictLayout | None:
         roles = (
             {"cross": parts[True], "self": parts[False]}
             if static and True in parts
-            else {"self": parts[None]} if None in parts else {"part when " + str(k): v for k, v in parts.items()}
+            else {"self": parts[None]} if None in parts else {f"`{flag}`": parts[True], f"not `{flag}`": parts[False]}
         )
         key_field = next(f.name for f in fields if f.role == "key")
         return DictLayout(
