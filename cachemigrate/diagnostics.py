@@ -57,6 +57,9 @@ FORCED_CONFIG = "CM915"
 # A module-level function with tuple-cache code is set on a class whose cache contract is not known: not imported
 # from transformers, or no library attention (cachemigrate.facts.patches)
 PATCH_TARGET = "CM916"
+# A past kept as a dict of attention parts per layer (fairseq style): recognised as an EncoderDecoderCache's roles,
+# refused at its first blocker (cachemigrate.facts.dict_blocker)
+DICT_LAYOUT = "CM917"
 # A package (sibling modules analysed together, cachemigrate.facts.package) that cannot be analysed as one model: an
 # import cycle, a class defined twice, the cache handed to a class imported from outside it
 PACKAGE = "CM920"

@@ -43,6 +43,7 @@ from .facts.one_layer import one_layer_diagnostic
 from .edit.past_hook import FixError, fix_past_hooks, why_not as why_not_fixed
 from .proof.leftovers import edited_functions, edited_tops, leftover_diagnostics, unbound_names
 from .facts.outside import explain as explain_outside
+from .facts.dict_blocker import dict_layout_diagnostic
 from .facts.patches import refusal_diagnostic as patch_refusal, unknown_return
 from .rules.planning import plan_rules, refused_patches
 from .facts.reach import unreachable_cache
@@ -275,6 +276,9 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
         if refused:
             return done("failed", diags=[refused])
         first = before.legacy_uses()[0]
+        dict_parts = dict_layout_diagnostic(module, before, first, ruleset.era.name, path, locate)
+        if dict_parts is not None:  # a dict of attention parts per layer: recognised, refused at its first blocker
+            return done("failed", diags=[dict_parts])
         line, column = locate(first.node)
         idiom, excerpt = quote(first.idiom), source_line(code, line)
         return done(

@@ -1,0 +1,88 @@
+"""The refusal of a file whose past is a dict of parts per layer (:mod:`.dict_layout`), at the first real blocker.
+
+What is recognised is said first (the parts, the written-once switch, the layout of keys and values: an
+``EncoderDecoderCache``'s roles), then the first thing that stops the migration, at its own line:
+
+- a field other than keys and values not proven dead (:mod:`.dict_proof`), at the line that writes it or at the
+  caller where the proof stops: a Cache has nowhere to keep it;
+- else, the part's write itself: no rule of the era rewrites a dict-of-parts past (yet).
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from .. import diagnostics as codes
+from ..diagnostics import Diagnostic
+from .dict_layout import DictLayout, find
+from .dict_proof import prove
+from .model import CacheUse, ModuleInfo
+
+
+def _recognised(layout: DictLayout, locate) -> str:
+    parts = ", ".join(f'the {role} part (`"{key}"`)' for role, key in layout.parts.items())
+    key, value = layout.field("key"), layout.field("value")
+    stored = key.stored.describe() if key.stored else "a layout not shown"
+    used = f", read back as {key.used.describe()}" if key.used and key.used != key.stored else ""
+    once = (
+        f"; the cross part is written once (`if {cst.Module([]).code_for_node(layout.written_once.test)}:` at line "
+        f"{locate(layout.written_once)[0]})"
+        if layout.written_once is not None
+        else ""
+    )
+    order = layout.legacy_order()
+    as_tuple = (
+        ", and one layer's dict holds the encoder-decoder family's tuple (self keys, self values, cross keys, cross "
+        "values): (" + ", ".join(f'`{layout.per_layer}["{part}"]["{name}"]`' for part, name in order) + ")"
+        if order
+        else ""
+    )
+    return (
+        f"`{layout.cache}` keeps one dict per layer (`{layout.per_layer}`), fairseq style, with a dict per attention "
+        f"part keyed by `{layout.part_key}` in {layout.forward}: {parts}, each holding `{key.name}` and "
+        f"`{value.name}` stored {stored}{used}{once}. These are an EncoderDecoderCache's roles{as_tuple}"
+    )
+
+
+def dict_layout_diagnostic(module: cst.Module, info: ModuleInfo, use: CacheUse, era: str, path: str, locate):
+    """CM917 for a file whose past is a dict of parts, at its first blocker; None for any other file."""
+    layout = find(module, info, use.variable)
+    if layout is None:
+        return None
+    said = _recognised(layout, locate)
+    for field in layout.extras():
+        proof = prove(info, layout, field)
+        if not proof.dead:
+            line, column = locate(proof.node or field.element)
+            steps = "; ".join(proof.steps)
+            return Diagnostic(
+                path,
+                line,
+                column,
+                codes.DICT_LAYOUT,
+                f"{said}. But each part also keeps `{field.name}` (`{_code(field.element)}`), and an "
+                f"EncoderDecoderCache keeps keys and values only: it was not proven dead ({steps + '; ' if steps else ''}"
+                f"{proof.why}). Make it recomputable on every step (hand the attention the whole mask each step "
+                f"instead of keeping it in the past), or port this cache by hand; the file was left unchanged",
+            )
+    dead = [
+        f"`{f.name}` is dead in every past the models of the file hand out (over the file's own callers: {'; '.join(prove(info, layout, f).steps)})"
+        for f in layout.extras()
+    ]
+    line, column = locate(layout.write)
+    reorder = f", and {layout.reorder} walks the dicts for beams" if layout.reorder else ""
+    return Diagnostic(
+        path,
+        line,
+        column,
+        codes.DICT_LAYOUT,
+        f"{said}{'; ' + '; '.join(dead) if dead else ''}. But no rule of era {era} rewrites a dict-of-parts past yet "
+        f"(this write of the part, its reads through `{layout.saved}`{reorder}): port it by hand to an "
+        "EncoderDecoderCache (`self_attention_cache` / `cross_attention_cache` for the parts, `is_updated` for the "
+        "cross part written once, `reorder_cache` for beams), or keep the model on its dicts; the file was left "
+        "unchanged",
+    )
+
+
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module([]).code_for_node(node).strip().rstrip(",")
