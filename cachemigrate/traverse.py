@@ -51,16 +51,29 @@ class _Recorder(cst.CSTVisitor):
         pass
 
 
+_PARTIAL: dict[type, tuple[tuple[str, ...], dict[tuple[bool, ...], tuple[str, ...]]]] = {}
+
+
 def _fields(node: CSTNode) -> tuple[str, ...]:
     kind = type(node)
     fields = _FIELDS.get(kind)
+    if fields is not None:
+        return fields
+    # libcst skips a field that is None on some node types (an f-string expression's ``format_spec``): until a
+    # node of the type shows every field, the fields are recorded per pattern of None fields (one recording each,
+    # not one per node: recording rebuilds the node)
+    partial = _PARTIAL.get(kind)
+    if partial is None:
+        partial = _PARTIAL[kind] = (tuple(f.name for f in dataclasses.fields(node)), {})
+    names, recorded = partial
+    nones = tuple(getattr(node, name) is None for name in names)
+    fields = recorded.get(nones)
     if fields is None:
         recorder = _Recorder()
         node._visit_and_replace_children(recorder)
-        fields = tuple(dict.fromkeys(recorder.fields))
-        # libcst skips a field that is None on some node types (an f-string expression's ``format_spec``): what
-        # this node shows holds for its type only when no field was left out that way
-        if not any(f.name not in fields and getattr(node, f.name) is None for f in dataclasses.fields(node)):
+        fields = recorded[nones] = tuple(dict.fromkeys(recorder.fields))
+        # what this node shows holds for its type only when no field was left out that way
+        if not any(name not in fields and none for name, none in zip(names, nones)):
             _FIELDS[kind] = fields
     return fields
 
