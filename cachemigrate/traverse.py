@@ -135,10 +135,10 @@ def nodes(root: CSTNode) -> Iterator[CSTNode]:
         stack.extend(below)
 
 
-def _kinds(matcher: object) -> frozenset[str] | None:
+def matcher_kinds(matcher: object) -> frozenset[str] | None:
     """The names of the node types ``matcher`` can match, or None when that is not known (any node)."""
     if isinstance(matcher, (m.OneOf, m.TypeOf)):
-        kinds = [_kinds(option) for option in matcher.options]
+        kinds = [matcher_kinds(option) for option in matcher.options]
         return None if any(k is None for k in kinds) else frozenset().union(*kinds)
     if isinstance(matcher, (m.AllOf, m.MatchIfTrue, m.MatchMetadata, m.MatchMetadataIfTrue)):
         return None
@@ -219,7 +219,7 @@ def findall(tree: object, matcher: object) -> list[CSTNode]:
     """``libcst.matchers.findall(tree, matcher)``: every node of ``tree`` (itself included) that matches."""
     if not isinstance(tree, CSTNode) or isinstance(matcher, (m.AtLeastN, m.AtMostN)):
         return []
-    kinds = _kinds(matcher)
+    kinds = matcher_kinds(matcher)
     if _INDEX:
         candidates = _INDEX[0].candidates(tree, kinds)
         if candidates is None:  # a tree built from the original one (the migrated module): its original subtrees
