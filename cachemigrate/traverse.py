@@ -51,16 +51,29 @@ class _Recorder(cst.CSTVisitor):
         pass
 
 
+_PARTIAL: dict[type, tuple[tuple[str, ...], dict[tuple[bool, ...], tuple[str, ...]]]] = {}
+
+
 def _fields(node: CSTNode) -> tuple[str, ...]:
     kind = type(node)
     fields = _FIELDS.get(kind)
+    if fields is not None:
+        return fields
+    # libcst skips a field that is None on some node types (an f-string expression's ``format_spec``): until a
+    # node of the type shows every field, the fields are recorded per pattern of None fields (one recording each,
+    # not one per node: recording rebuilds the node)
+    partial = _PARTIAL.get(kind)
+    if partial is None:
+        partial = _PARTIAL[kind] = (tuple(f.name for f in dataclasses.fields(node)), {})
+    names, recorded = partial
+    nones = tuple(getattr(node, name) is None for name in names)
+    fields = recorded.get(nones)
     if fields is None:
         recorder = _Recorder()
         node._visit_and_replace_children(recorder)
-        fields = tuple(dict.fromkeys(recorder.fields))
-        # libcst skips a field that is None on some node types (an f-string expression's ``format_spec``): what
-        # this node shows holds for its type only when no field was left out that way
-        if not any(f.name not in fields and getattr(node, f.name) is None for f in dataclasses.fields(node)):
+        fields = recorded[nones] = tuple(dict.fromkeys(recorder.fields))
+        # what this node shows holds for its type only when no field was left out that way
+        if not any(name not in fields and none for name, none in zip(names, nones)):
             _FIELDS[kind] = fields
     return fields
 
@@ -122,10 +135,10 @@ def nodes(root: CSTNode) -> Iterator[CSTNode]:
         stack.extend(below)
 
 
-def _kinds(matcher: object) -> frozenset[str] | None:
+def matcher_kinds(matcher: object) -> frozenset[str] | None:
     """The names of the node types ``matcher`` can match, or None when that is not known (any node)."""
     if isinstance(matcher, (m.OneOf, m.TypeOf)):
-        kinds = [_kinds(option) for option in matcher.options]
+        kinds = [matcher_kinds(option) for option in matcher.options]
         return None if any(k is None for k in kinds) else frozenset().union(*kinds)
     if isinstance(matcher, (m.AllOf, m.MatchIfTrue, m.MatchMetadata, m.MatchMetadataIfTrue)):
         return None
@@ -206,7 +219,7 @@ def findall(tree: object, matcher: object) -> list[CSTNode]:
     """``libcst.matchers.findall(tree, matcher)``: every node of ``tree`` (itself included) that matches."""
     if not isinstance(tree, CSTNode) or isinstance(matcher, (m.AtLeastN, m.AtMostN)):
         return []
-    kinds = _kinds(matcher)
+    kinds = matcher_kinds(matcher)
     if _INDEX:
         candidates = _INDEX[0].candidates(tree, kinds)
         if candidates is None:  # a tree built from the original one (the migrated module): its original subtrees

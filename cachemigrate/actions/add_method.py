@@ -32,11 +32,9 @@ class AddMethod(Action):
     def planner(self) -> Planner:
         return _Planner(self)
 
-    def plan(self, module: cst.Module) -> list:
+    def prepare(self, module: cst.Module) -> bool:
         used = self.param("if_used")
-        if used and not findall(module, m.Attribute(attr=m.Name(m.MatchIfTrue(lambda value: value in used)))):
-            return self.edits
-        return super().plan(module)
+        return not used or bool(findall(module, m.Attribute(attr=m.Name(m.MatchIfTrue(lambda value: value in used)))))
 
 
 class _Planner(Planner):

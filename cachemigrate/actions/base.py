@@ -77,7 +77,14 @@ class Action:
     def planner(self) -> "Planner":
         raise NotImplementedError
 
+    def prepare(self, module: cst.Module) -> bool:
+        """What the action reads of the module before its planner walks it; False when the walk would find
+        nothing (the action is not walked at all). Called once, before :meth:`plan` or the shared walk."""
+        return True
+
     def plan(self, module: cst.Module) -> list[Edit]:
+        if not self.prepare(module):
+            return self.edits
         planner = self.planner()
         if planner.VISIT_EVERYTHING:
             walk(module, planner)
@@ -92,8 +99,8 @@ class Action:
 
     @classmethod
     def plans_by_walking(cls) -> bool:
-        """The action plans with its :class:`Planner` in the shared walk (:func:`plan_together`), not its own
-        :meth:`plan`."""
+        """The action plans with its :class:`Planner` in the shared walk (:func:`plan_together`), after its
+        :meth:`prepare`, not with a :meth:`plan` of its own."""
         return cls.plan is Action.plan
 
     def helpers_needed(self) -> list[str]:

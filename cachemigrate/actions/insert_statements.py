@@ -38,6 +38,8 @@ inserted block, under its own test, and leaves the loop.
 
 from __future__ import annotations
 
+import functools
+
 import libcst as cst
 import libcst.matchers as m
 
@@ -92,6 +94,12 @@ def _binds(function: cst.FunctionDef, name: str) -> bool:
 
 def _reads(stmt: cst.CSTNode, name: str) -> bool:
     return bool(findall(stmt, m.Name(name)))
+
+
+@functools.lru_cache(maxsize=256)
+def _template_names(template: str) -> frozenset[str]:
+    """The names a statement template's code reads or binds (parsed once per process and template text)."""
+    return frozenset(n.value for n in findall(cst.parse_module(to_python(template)), m.Name()))
 
 
 def _mentions(expression: cst.CSTNode, code: str) -> bool:
@@ -321,7 +329,7 @@ class _Planner(Planner):
             return None
         template = action.param("template")
         for name in action.param("after_assignments", []):
-            if _reads(cst.parse_module(to_python(template)), name) and not _binds(node, name):
+            if name in _template_names(template) and not _binds(node, name):
                 return None  # the block reads a name the function lacks (an attention with no cross flag)
             late = next(
                 (i for i, s in enumerate(body) if _assigns(s, name) and not _hands_no_cache_there(s, name, cache)),

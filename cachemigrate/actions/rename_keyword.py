@@ -32,14 +32,12 @@ class RenameKeyword(Action):
         if not rule.params["modules"] or not all(isinstance(name, str) and name for name in rule.params["modules"]):
             raise check.fail("params.modules", "transformers modules, e.g. \"file_utils\"", rule.params["modules"])
 
-    def plan(self, module: cst.Module) -> list:
+    def prepare(self, module: cst.Module) -> bool:
         function, modules = self.param("function"), set(self.param("modules"))
-        if not any(
+        return any(
             source in modules and name == function and not _aliased(node, function)
             for source, name, node in imported(module)
-        ):
-            return self.edits
-        return super().plan(module)
+        )
 
     def planner(self) -> Planner:
         return _Planner(self)

@@ -20,7 +20,7 @@ from .base import Action, Planner, captured_nodes, is_a
 from ..facts.uses import CACHE_GUARD
 from .helpers import check_templates, rule_templates
 from .scope import PARAM as INSIDE_IF, IfScope, check_inside_if
-from ..traverse import findall
+from ..traverse import findall, matcher_kinds
 
 # expressions that bind more loosely than an operand: where the match was an operand, the replacement gets
 # parentheses, or the rendered code would group differently than the planned tree
@@ -151,6 +151,9 @@ class ReplaceExpression(Action):
         # that already reads as the replacement around a match is the rule's own output, not rewritten again
         replacement = rule.params["replacement"]
         self.output = compile_expression(replacement) if "matched" in holes(replacement) else None
+        # the view types a match or the rule's own output can have (None: any); at another, nothing is done
+        output = matcher_kinds(self.output.matchers[0]) if self.output is not None else frozenset()
+        self.relevant = None if output is None else frozenset(self.types) | output
 
     def is_output(self, view, bound) -> bool:
         if self.output is None:
@@ -221,6 +224,8 @@ class _Planner(Planner):
             return True
         action: ReplaceExpression = self.action
         view = self.view(node)
+        if action.relevant is not None and type(view).__name__ not in action.relevant:
+            return True  # neither a match nor the rule's output (each matches its own node type only)
         bound = self.bound()
         if action.is_output(view, bound):
             return False

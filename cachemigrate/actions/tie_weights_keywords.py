@@ -45,9 +45,9 @@ class TieWeightsKeywords(Action):
     def planner(self) -> Planner:
         return _Planner(self)
 
-    def plan(self, module: cst.Module) -> list:
+    def prepare(self, module: cst.Module) -> bool:
         self.sources = TieSources(module)
-        return super().plan(module)
+        return True
 
 
 def takes_5x_call(function: cst.FunctionDef) -> bool:

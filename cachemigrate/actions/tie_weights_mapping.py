@@ -33,9 +33,9 @@ class TieWeightsMapping(Action):
     def planner(self) -> Planner:
         return _Planner(self)
 
-    def plan(self, module: cst.Module) -> list:
+    def prepare(self, module: cst.Module) -> bool:
         self.sources = TieSources(module)
-        return super().plan(module)
+        return True
 
 
 class _Planner(Planner):

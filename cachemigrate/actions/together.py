@@ -117,7 +117,8 @@ def _walk(node: cst.CSTNode, group: _Group, where: Where) -> None:
 
 
 def plan_together(module: cst.Module, actions: Sequence[Action]) -> None:
-    """``action.plan(module)`` for every action (all of them :meth:`Action.plans_by_walking`), in ONE walk of the
+    """``action.plan(module)`` for every action (all of them :meth:`Action.plans_by_walking`, and each already
+    prepared by :meth:`Action.prepare`, which found something to walk for), in ONE walk of the
     module: each planner is called exactly as in its own walk (the scoped ones only in the classes and functions
     they want), so each action ends with the edits its own :meth:`Action.plan` would give."""
     planners = [action.planner() for action in actions]

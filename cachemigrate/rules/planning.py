@@ -117,7 +117,7 @@ def plan_rules(
         actions.append(ACTIONS[rule.action](rule, ctx))
         found.append(actions[-1])  # what it found, said in the rules' order once every rule planned
     # the rules' planners share one walk of the module; the actions with a plan of their own run it
-    plan_together(module, [action for action in actions if action.plans_by_walking()])
+    plan_together(module, [action for action in actions if action.plans_by_walking() and action.prepare(module)])
     for action in actions:
         if not action.plans_by_walking():
             action.plan(module)
