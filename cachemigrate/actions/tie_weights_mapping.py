@@ -22,7 +22,7 @@ import libcst.matchers as m
 
 from .base import Action, Planner
 from .tie_code import method_locals, substituted
-from .tie_sources import TIE_CALL, TieSources, resolve, resolve_split
+from .tie_sources import TIE_CALL, TieSources, resolve_split
 from ..traverse import findall
 
 
@@ -87,13 +87,13 @@ class _Planner(Planner):
             for tied, source in on:
                 under.setdefault(tied, source)
             tests |= seen
-        if tests and not self._conditional(node, statement, sorted(tests), under):
+        if tests and not self._conditional(node, statement.body[0].value, sorted(tests), under):
             return
         action.changes += 1
         value = cst.parse_expression(self._text(node, mapping))  # an empty list too: 5.x calls `.keys()` on it
         self.replace(statement.body[0], lambda updated, _r: updated.with_changes(value=value))
 
-    def _conditional(self, node: cst.ClassDef, statement, tests: list[str], under: dict[str, str]) -> bool:
+    def _conditional(self, node: cst.ClassDef, at: cst.CSTNode, tests: list[str], under: dict[str, str]) -> bool:
         """Some entries are tied only when a test of the config holds (a module handed to a sub-model under it): the
         class keeps the mapping of the ties when it does not, and ``__init__`` sets the mapping of the ties when it
         does, under the same test, before ``self.post_init()`` (where 5.x reads it). Or the class is refused."""
@@ -109,14 +109,19 @@ class _Planner(Planner):
                 "calling `self.post_init()`, before which the mapping that holds then would be set"
             )
         if why is not None:
+            what = (
+                f"`{node.name.value}._tied_weights_keys` is a list, which transformers 5.x rejects"
+                if at is not node
+                else f"`{node.name.value}` has no `_tied_weights_keys`, without which transformers 5.x ties nothing"
+            )
             self.ctx.error(
                 self.action.rule,
                 None,
-                f"`{node.name.value}._tied_weights_keys` is a list, which transformers 5.x rejects, and {why}; the "
+                f"{what}, and {why}; the "
                 "file was left unchanged. Write the mapping by hand: the class's `_tied_weights_keys = {<tied>: "
                 "<source>, ...}` of the ties that always hold, and in `__init__`, before `self.post_init()`, under each "
                 "test, `self._tied_weights_keys = {...}` of the ties that hold then",
-                node=statement.body[0].value,
+                node=at,
             )
             return False
         unit = node.body.indent if isinstance(node.body, cst.IndentedBlock) and node.body.indent else "    "
@@ -162,13 +167,20 @@ class _Planner(Planner):
         if not own:
             return
         mapping: dict[str, str] = {}
+        under: dict[str, str] = {}  # the mapping when the conditional ties' test holds
+        tests: set[str] = set()
         for tie in own:
-            pairs, why = resolve(ties, tie.target)
+            off, on, seen, why = resolve_split(ties, tie.target)
             if why is not None:
                 self._refuse(node, None, tie.target, why, listed=False)
                 return
-            for tied, source in pairs:
+            for tied, source in off:
                 mapping.setdefault(tied, source)
+            for tied, source in on:
+                under.setdefault(tied, source)
+            tests |= seen
+        if tests and not self._conditional(node, node, sorted(tests), under):
+            return
         self.action.changes += 1
         statement = cst.parse_statement(f"_tied_weights_keys = {self._text(node, mapping)}\n")
         body = list(node.body.body)
