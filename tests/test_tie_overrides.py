@@ -231,19 +231,79 @@ def test_a_sub_model_not_given_a_text_module_is_still_refused():
         assert pairs == [] and "returns no `self.<path>`" in why, init
 
 
-def test_a_list_built_in_a_tying_loop_is_refused_with_the_mapping_loop_to_write():
-    """fixtures/5/CM420/instance_list_refused.py: the message gives the loop that builds the mapping, read from the
-    loop's tie (its index expressions kept); a loop whose tie is not read gives the generic advice."""
-    from cachemigrate.actions.tie_weights_mapping import _loop_mapping
+def _loop(code: str):
+    from cachemigrate.actions.tie_loops import loop_mapping
 
-    code = (CM420 / "instance_list_refused.py").read_text()
-    module = cst.parse_module(code)
-    sources = TieSources(module)
-    cls = sources.classes["WrenModel"]
-    assert _loop_mapping(sources, cls, "tie_weights") == (
-        "self._tied_weights_keys = {}`, then `for i in range(2): "
-        'self._tied_weights_keys[f"heads.{i}.weight"] = f"words.{i + 1}.weight"'
+    sources = TieSources(cst.parse_module(code))
+    return loop_mapping(sources, sources.classes["WrenModel"])
+
+
+def test_a_list_built_in_tying_loops_is_read_as_the_mapping_loop_for_init():
+    """fixtures/5/CM420/loop_before.py: both methods' loops (a tie through the getters' locals, and one parameter
+    assigned another's) give one loop over the same range; the lines dropped are each method's `= []` and append."""
+    found, why = _loop((CM420 / "loop_before.py").read_text())
+    assert why == "" and found.methods == ["_tie_weights", "tie_weights"]
+    assert found.code == (
+        "self._tied_weights_keys = {}\n"
+        "for i in range(self.config.n_layer + 1):\n"
+        '    self._tied_weights_keys[f"heads.{i}.weight"] = f"words.{i + 1}.weight"\n'
     )
-    unread = code.replace("self.words[i + 1].weight", "self.words[i + 1].weight.detach()")
-    sources = TieSources(cst.parse_module(unread))
-    assert _loop_mapping(sources, sources.classes["WrenModel"], "tie_weights") == ""
+    code = (CM420 / "loop_before.py").read_text()
+    tie = "heads[i].weight = words[i + 1].weight"
+    assert tie in code
+    assert _loop(code.replace(tie, "self._tie_or_clone_weights(heads[i], words[i + 1])"))[0].code == found.code
+    assert sorted(cst.Module([]).code_for_node(line.body[0]) for line in found.removed) == sorted(
+        2 * ["self._tied_weights_keys = []", 'self._tied_weights_keys.append(f"heads.{i}.weight")']
+    )
+
+
+def test_a_tying_loop_not_read_as_a_mapping_says_why():
+    """What `__init__` could not compute, what differs between the methods, a name `__init__` already uses, a tie
+    that is not one indexed module's, a list read elsewhere: no mapping, and the reason names the construct."""
+    code = (CM420 / "loop_before.py").read_text()
+    changed = {
+        "            for i in range(self.config.n_layer + 1):\n                heads[i]": ("`range(count)` reads more than", "            count = self.config.n_layer + 1\n            for i in range(count):\n                heads[i]"),
+        "= words[i + 1].weight": ("build different lists", "= words[i + 2].weight"),
+        "        # weights, then the ties": ("already uses the loop's name (i)", "        i = 0\n        # weights, then the ties"),
+        "heads[i].weight = words[i + 1].weight": ("is not one module of an indexed list", "self._tie_or_clone_weights(heads[i], words.first)"),
+        "        for module in self.modules():": ("other than by one `= []`", "        print(self._tied_weights_keys)\n        for module in self.modules():"),
+    }  # fmt: skip
+    for old, (expected, new) in changed.items():
+        assert old in code, old
+        found, why = _loop(code.replace(old, new, 1))
+        assert found is None and expected in why, (expected, why)
+
+
+def test_a_list_built_in_an_ungated_loop_is_refused():
+    """fixtures/5/CM420/loop_refused.py: 5.x ties a mapping only when `tie_word_embeddings` is true."""
+    from cachemigrate.actions.tie_loops import loop_mapping
+
+    sources = TieSources(cst.parse_module((CM420 / "loop_refused.py").read_text()))
+    found, why = loop_mapping(sources, sources.classes["FinchModel"])
+    assert found is None and "whatever `config.tie_word_embeddings` says" in why
+
+
+def test_a_default_get_input_embeddings_that_raises_is_no_tie():
+    """fixtures/5/CM420/raises_before.py: the chain through `base_model_prefix` ends at a class of the file with no
+    `get_input_embeddings` and no attribute of that name: 4.x raised there, so the head's tie is "raises" (never
+    tied). An `embed_tokens` or `model` attribute (4.57's fallbacks), a base from elsewhere, the prefix attribute
+    assigned, or a `get_input_embeddings` make it something else."""
+    from cachemigrate.actions.tie_default import default_input_raises
+
+    code = (CM420 / "raises_before.py").read_text()
+    sources = TieSources(cst.parse_module(code))
+    assert default_input_raises(sources, "StiltForMaskedLM") == "StiltModel"
+    (tie,) = [t for t in sources.ties("StiltForMaskedLM") if t.target == "scores.weight"]
+    assert tie.how == "raises" and "`StiltModel`" in tie.why
+    assert resolve(sources.ties("StiltForMaskedLM"), "scores.weight")[0] == []
+    variants = [
+        code.replace("self.text = nn", "self.embed_tokens = nn"),
+        code.replace("class StiltModel(StiltPreTrainedModel):", "class StiltModel(StiltPreTrainedModel, Mixin):"),
+        code.replace("        self.image = nn", "        self.stilt = self.text\n        self.image = nn"),
+        code.replace("    def forward(self, input_ids):\n        return self.image", "    def get_input_embeddings(self):\n        return self.text\n\n    def forward(self, input_ids):\n        return self.image"),
+    ]  # fmt: skip
+    for variant in variants:
+        assert variant != code
+        sources = TieSources(cst.parse_module(variant))
+        assert default_input_raises(sources, "StiltForMaskedLM") is None, variant
+        assert all(t.how != "raises" for t in sources.ties("StiltForMaskedLM"))

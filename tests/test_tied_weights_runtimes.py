@@ -23,7 +23,8 @@ REPO = Path(__file__).resolve().parent.parent
 GROUPS = REPO / "tests" / "tied_groups.py"
 TF4576 = Path(os.environ.get("CACHEMIGRATE_TF4576_PYTHON", "/work/venvs/tf4576/bin/python"))
 TF5 = Path(os.environ.get("CACHEMIGRATE_TF5_PYTHON", "/work/venvs/tf525/bin/python"))
-FIXTURES = sorted((REPO / "fixtures" / "5" / "CM420").glob("*before.py")) + [
+RAISES = REPO / "fixtures" / "5" / "CM420" / "raises_before.py"  # never built tied on 4.x: tested on its own
+FIXTURES = sorted(set((REPO / "fixtures" / "5" / "CM420").glob("*before.py")) - {RAISES}) + [
     REPO / "fixtures/5/CM443/before.py",
     REPO / "fixtures/5/CM427/before.py",
 ]
@@ -103,6 +104,10 @@ def test_the_files_as_written_fail_on_5x(originals):
     for fixture in FIXTURES:
         if "    _tied_weights_keys = [" in fixture.read_text():
             assert found[str(fixture)] == "AttributeError: 'list' object has no attribute 'keys'", fixture
+        elif "def tie_weights(self):" in fixture.read_text():  # what CM427 rewrites
+            assert found[str(fixture)].endswith("unexpected keyword argument 'recompute_mapping'"), fixture
+        elif "LinnetForCausalLM" not in fixture.read_text():  # untied on 5.x where 4.51.3 tied
+            assert isinstance(found[str(fixture)], dict) and found[str(fixture)] != originals[str(fixture)], fixture
         else:
             assert found[str(fixture)]["LinnetForCausalLM/True"] == [], fixture
             assert originals[str(fixture)]["LinnetForCausalLM/True"] == [["head.weight", "trunk.tokens.weight"]]
@@ -163,3 +168,34 @@ def test_a_migrated_override_keeps_its_ties_through_save_and_load(era, tmp_path)
             pytest.skip(f"no runtime at {python}")
         found = json.loads(_run(python, script).splitlines()[-1])
         assert found == {"tied": True, "missing": [], "same": True}, (python, found)
+
+
+def test_a_head_whose_default_input_embeddings_raise_is_never_tied(tmp_path):
+    """fixtures/5/CM420/raises_before.py: on 4.51.3 and 4.57.6 as written, `tie_word_embeddings` true fails in
+    `post_init` (NotImplementedError) and false builds untied; migrated, each 4.x runtime of the era does the same, and
+    5.x builds it untied either way (its empty mapping), where the file as written builds untied too."""
+    script = lambda path: _loader(path) + (  # noqa: E731 - one script per file
+        "found = {}\n"
+        "for tie in (True, False):\n"
+        "    config = PretrainedConfig(vocab_size=11, d_model=8, tie_word_embeddings=tie)\n"
+        "    try:\n"
+        "        model = module.StiltForMaskedLM(config)\n"
+        "    except NotImplementedError:\n"
+        "        found[str(tie)] = 'NotImplementedError'\n"
+        "        continue\n"
+        "    by_id = {}\n"
+        "    for name, parameter in model.named_parameters(remove_duplicate=False):\n"
+        "        by_id.setdefault(id(parameter), []).append(name)\n"
+        "    found[str(tie)] = sorted(sorted(n) for n in by_id.values() if len(n) > 1)\n"
+        "print(json.dumps(found))\n"
+    )
+    original = {"True": "NotImplementedError", "False": []}
+    assert json.loads(_run(Path(sys.executable), script(RAISES)).splitlines()[-1]) == original
+    for era, pythons in RUNTIMES.items():
+        path = tmp_path / f"raises_{era}.py"
+        path.write_text(_migrated(era, RAISES))
+        for python in pythons:
+            if not python.is_file():
+                pytest.skip(f"no runtime at {python}")
+            found = json.loads(_run(python, script(path)).splitlines()[-1])
+            assert found == ({"True": [], "False": []} if python == TF5 else original), (era, python, found)

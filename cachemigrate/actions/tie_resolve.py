@@ -36,7 +36,7 @@ def resolve(
     for target in matched:
         tie, seen = by_target[target], {target}
         while True:
-            if tie.how == "unproven":
+            if tie.how in ("unproven", "raises"):
                 return [], tie.why
             if tie.how == "conditional" and (conditional is None or not tie.test):
                 return [], tie.why

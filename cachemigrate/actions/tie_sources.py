@@ -29,6 +29,7 @@ import libcst.matchers as m
 
 from ..traverse import findall
 from .tie_built import given_classes, kept_attributes, specialized
+from .tie_default import default_input_raises
 from .tie_code import (
     branch_locals,
     code_of,
@@ -48,7 +49,7 @@ class Tie:
     target: str  # a parameter, dotted from the class whose ties these are
     source: str
     how: str  # "embeddings" (output to input, under tie_word_embeddings), "gated", "built", "ungated", "unproven",
-    # "conditional" (built only when `test` holds)
+    # "conditional" (built only when `test` holds), "raises" (4.x's default `get_input_embeddings` raised: no tie)
     why: str  # the code, for messages
     test: str = ""  # a conditional tie's test, as code that the class's `__init__` can read ("" when it cannot)
 
@@ -339,6 +340,13 @@ class TieSources:
                 if not any(t.target == f"{output}.weight" for t in ties):
                     why = f"`{name}` overrides `tie_weights`, which 4.x used to tie `get_output_embeddings` to `get_input_embeddings`, and no tie of its code that this reads ties `{output}.weight`"
                     ties.append(Tie(f"{output}.weight", "", "unproven", why))
+            elif source is None and default_input_raises(self, name) is not None:
+                why = (
+                    f"`get_input_embeddings` of `{name}` is `PreTrainedModel`'s, which raises NotImplementedError: "
+                    f"`{default_input_raises(self, name)}`, where its `base_model_prefix` chain ends, defines none "
+                    "and has no attribute named by `base_model_prefix`"
+                )
+                ties.append(Tie(f"{output}.weight", "", "raises", why))
             elif source is None:
                 why = f"`get_input_embeddings` of `{name}` (or of its `base_model_prefix` attribute) returns no `self.<path>`"
                 ties.append(Tie(f"{output}.weight", "", "unproven", why))

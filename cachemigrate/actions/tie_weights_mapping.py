@@ -11,19 +11,24 @@ end of the chain of ties. A tie built only under a test of the config (a module 
 config shares it) is written as 5.x writes it: the class's mapping holds the ties when the test is false, and
 ``__init__`` sets the mapping of the ties when it is true, under the same test, before ``self.post_init()`` (where
 5.x reads it); ties under more than one test are refused. When the source of an entry cannot be proven the list
-stays and the file is reported, naming the entry. A class whose own ``tie_weights`` builds ``self._tied_weights_keys``
-as a list while it ties is refused: 5.x reads it as a mapping. (An override of ``tie_weights`` takes 5.x's keywords
-by CM427; its ties are read as those of ``_tie_weights``.)"""
+stays and the file is reported, naming the entry. A class whose tying methods build ``self._tied_weights_keys`` as a
+list in a loop over indexed module lists gets the mapping built by the same loop in ``__init__``, before
+``self.post_init()``, and the methods keep their ties without the list (:mod:`.tie_loops`); one whose loop is not read
+so is refused: 5.x reads it as a mapping. A head whose 4.x ``tie_weights`` raised (its default
+``get_input_embeddings`` has nothing to return: :mod:`.tie_default`) was never tied, and gets an empty mapping with a
+comment saying so. (An override of ``tie_weights`` takes 5.x's keywords by CM427; its ties are read as those of
+``_tie_weights``.)"""
 
 from __future__ import annotations
+
+import textwrap
 
 import libcst as cst
 import libcst.matchers as m
 
 from .base import Action, Planner
-from .tie_code import method_locals, substituted
-from .tie_sources import TIE_CALL, TieSources, resolve, resolve_split
-from ..traverse import findall
+from .tie_loops import list_builders, loop_mapping, message_loop
+from .tie_sources import TieSources, resolve_split
 
 
 class TieWeightsMapping(Action):
@@ -44,25 +49,9 @@ class _Planner(Planner):
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         if self.function_stack or len(self.class_stack) != 1 or node.name.value not in self.ctx.classes:
             return
-        method, written = _instance_lists(node)
-        if written is not None:
-            loop = _loop_mapping(self.action.sources, node, method)
-            what = (
-                f"`{loop}`"
-                if loop
-                else "`self._tied_weights_keys = {}`, then `self._tied_weights_keys[<tied>] = <source>` for each "
-                "parameter the method ties"
-            )
-            self.ctx.error(
-                self.action.rule,
-                None,
-                f"`{node.name.value}.{method}` sets `self._tied_weights_keys` to a list (`{_code(written)}`), "
-                "which transformers 5.x reads as the `{tied parameter: source}` mapping (`save_pretrained`, "
-                "`tie_weights()`): there it raises AttributeError; the file was left unchanged. Build the mapping in "
-                f"`{node.name.value}.__init__` instead, before `self.post_init()`, which reads it before it calls "
-                f"`tie_weights`: {what}; and drop the list and its `.append(...)` from `{method}`, keeping its ties",
-                node=written,
-            )
+        builders = list_builders(node)
+        if builders:
+            self._loop_lists(node, builders)
             return
         target = m.SimpleStatementLine([m.Assign([m.AssignTarget(m.Name("_tied_weights_keys"))], m.List())])
         statement = next((s for s in node.body.body if m.matches(s, target)), None)
@@ -87,13 +76,61 @@ class _Planner(Planner):
             for tied, source in on:
                 under.setdefault(tied, source)
             tests |= seen
-        if tests and not self._conditional(node, statement, sorted(tests), under):
+        if tests and not self._conditional(node, statement.body[0].value, sorted(tests), under):
             return
         action.changes += 1
         value = cst.parse_expression(self._text(node, mapping))  # an empty list too: 5.x calls `.keys()` on it
         self.replace(statement.body[0], lambda updated, _r: updated.with_changes(value=value))
 
-    def _conditional(self, node: cst.ClassDef, statement, tests: list[str], under: dict[str, str]) -> bool:
+    def _loop_lists(self, node: cst.ClassDef, builders: list) -> None:
+        """A tying method builds ``self._tied_weights_keys`` as a list in a loop (:mod:`.tie_loops`): the mapping is
+        built in ``__init__`` before ``self.post_init()`` over the same range, and the methods keep their ties without
+        the list; or the class is refused, naming the loop to write where it is read."""
+        name = node.name.value
+        method, written = builders[0][0].name.value, builders[0][1]
+        found, why = loop_mapping(self.action.sources, node)
+        init = next((s for s in node.body.body if m.matches(s, m.FunctionDef(m.Name("__init__")))), None)
+        post = m.SimpleStatementLine([m.Expr(m.Call(m.Attribute(m.Name("self"), m.Name("post_init")), args=[]))])
+        index = next((i for i, s in enumerate(init.body.body) if m.matches(s, post)), None) if init else None
+        if found is not None and index is None:
+            why = f"`{name}` has no `self.post_init()` in its `__init__`, before which the mapping would be built"
+        if found is not None and self.action.sources.class_assigns(node, "_tied_weights_keys"):
+            why = f"`{name}` also has a class attribute `_tied_weights_keys`"
+        if found is None or why:
+            loop = message_loop(found.code) if found is not None else ""
+            what = (
+                f"`{loop}`"
+                if loop
+                else "`self._tied_weights_keys = {}`, then `self._tied_weights_keys[<tied>] = <source>` for each "
+                "parameter the method ties"
+            )
+            self.ctx.error(
+                self.action.rule,
+                None,
+                f"`{name}.{method}` sets `self._tied_weights_keys` to a list (`{_code(written)}`), which transformers "
+                "5.x reads as the `{tied parameter: source}` mapping (`save_pretrained`, `tie_weights()`): there it "
+                f"raises AttributeError, and the mapping could not be built from the file ({why}); the file was left "
+                f"unchanged. Build the mapping in `{name}.__init__` instead, before `self.post_init()`, which reads it "
+                f"before it calls `tie_weights`: {what}; and drop the list and its `.append(...)` from `{method}`, "
+                "keeping its ties",
+                node=written,
+            )
+            return
+        self.action.changes += 1
+        statements = list(cst.parse_module(found.code).body)
+        methods = " and ".join(f"`{n}`" for n in found.methods)
+        text = f"# 5.x reads this mapping in post_init; {methods} built it as a list (added by cachemigrate)"
+        body = init.body.indent if isinstance(init.body, cst.IndentedBlock) and init.body.indent else "    "
+        unit = node.body.indent if isinstance(node.body, cst.IndentedBlock) and node.body.indent else "    "
+        if len(unit) + len(body) + len(text) > self.ctx.line_length:
+            text = "# 5.x reads this mapping in post_init; the tying methods built it as a list (added by cachemigrate)"
+        comment = cst.EmptyLine(comment=cst.Comment(text))
+        statements[0] = statements[0].with_changes(leading_lines=[comment])
+        self.insert(init.body, index, statements)
+        for line in found.removed:
+            self.remove(line)
+
+    def _conditional(self, node: cst.ClassDef, at: cst.CSTNode, tests: list[str], under: dict[str, str]) -> bool:
         """Some entries are tied only when a test of the config holds (a module handed to a sub-model under it): the
         class keeps the mapping of the ties when it does not, and ``__init__`` sets the mapping of the ties when it
         does, under the same test, before ``self.post_init()`` (where 5.x reads it). Or the class is refused."""
@@ -109,14 +146,19 @@ class _Planner(Planner):
                 "calling `self.post_init()`, before which the mapping that holds then would be set"
             )
         if why is not None:
+            what = (
+                f"`{node.name.value}._tied_weights_keys` is a list, which transformers 5.x rejects"
+                if at is not node
+                else f"`{node.name.value}` has no `_tied_weights_keys`, without which transformers 5.x ties nothing"
+            )
             self.ctx.error(
                 self.action.rule,
                 None,
-                f"`{node.name.value}._tied_weights_keys` is a list, which transformers 5.x rejects, and {why}; the "
+                f"{what}, and {why}; the "
                 "file was left unchanged. Write the mapping by hand: the class's `_tied_weights_keys = {<tied>: "
                 "<source>, ...}` of the ties that always hold, and in `__init__`, before `self.post_init()`, under each "
                 "test, `self._tied_weights_keys = {...}` of the ties that hold then",
-                node=statement.body[0].value,
+                node=at,
             )
             return False
         unit = node.body.indent if isinstance(node.body, cst.IndentedBlock) and node.body.indent else "    "
@@ -159,22 +201,50 @@ class _Planner(Planner):
             if (t.how in ("embeddings", "unproven") and t.target == f"{output}.weight")
             or (t.how == "gated" and t in sources.own_ties(node.name.value))
         ]
+        raising = [t for t in ties if t.how == "raises" and t.target == f"{output}.weight"]
+        if raising and own:
+            self._refuse(node, None, raising[0].target, raising[0].why, listed=False)
+            return
+        if raising:  # 4.x raised building the head where it would tie it: never tied, as 5.x builds it unmapped
+            comment = (
+                f"4.x never tied `{raising[0].target}`: where `tie_word_embeddings` is true its `tie_weights` failed "
+                f"({raising[0].why}); 5.x builds it untied (added by cachemigrate)"
+            )
+            self.action.changes += 1
+            self._add_mapping(node, {}, comment)
+            return
         if not own:
             return
         mapping: dict[str, str] = {}
+        under: dict[str, str] = {}  # the mapping when the conditional ties' test holds
+        tests: set[str] = set()
         for tie in own:
-            pairs, why = resolve(ties, tie.target)
+            off, on, seen, why = resolve_split(ties, tie.target)
             if why is not None:
                 self._refuse(node, None, tie.target, why, listed=False)
                 return
-            for tied, source in pairs:
+            for tied, source in off:
                 mapping.setdefault(tied, source)
+            for tied, source in on:
+                under.setdefault(tied, source)
+            tests |= seen
+        if tests and not self._conditional(node, node, sorted(tests), under):
+            return
         self.action.changes += 1
+        self._add_mapping(node, mapping)
+
+    def _add_mapping(self, node: cst.ClassDef, mapping: dict[str, str], comment: str = "") -> None:
+        """The class attribute ``_tied_weights_keys = {...}``, first in the class body (after its docstring), with
+        ``comment`` above it wrapped to the line length."""
         statement = cst.parse_statement(f"_tied_weights_keys = {self._text(node, mapping)}\n")
+        indent = node.body.indent if isinstance(node.body, cst.IndentedBlock) and node.body.indent else "    "
+        width = max(self.ctx.line_length - len(indent) - 2, 40)
+        lines = [cst.EmptyLine(comment=cst.Comment(f"# {line}")) for line in textwrap.wrap(comment, width)]
         body = list(node.body.body)
         first = 1 if body and m.matches(body[0], m.SimpleStatementLine([m.Expr(m.SimpleString())])) else 0
         if first:  # after the docstring, a blank line
-            statement = statement.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
+            lines.insert(0, cst.EmptyLine(indent=False))
+        statement = statement.with_changes(leading_lines=lines)
         following = body[first] if first < len(body) else None
         if isinstance(following, (cst.FunctionDef, cst.ClassDef)) and not following.leading_lines:
             # a blank line between the attribute and the method after it, as black writes it
@@ -206,52 +276,5 @@ class _Planner(Planner):
         )
 
 
-def _instance_lists(cls: cst.ClassDef) -> tuple[str, cst.CSTNode | None]:
-    """The first method of ``cls`` that sets ``self._tied_weights_keys = [...]`` (or appends to it), and where."""
-    own = m.Attribute(m.Name("self"), m.Name("_tied_weights_keys"))
-    pattern = m.Assign([m.AssignTarget(own)], m.List()) | m.Call(m.Attribute(own, m.Name("append")))
-    for stmt in cls.body.body:
-        if isinstance(stmt, cst.FunctionDef):
-            found = findall(stmt, pattern)
-            if found:
-                return stmt.name.value, found[0]
-    return "", None
-
-
 def _code(node: cst.CSTNode) -> str:
     return cst.Module([]).code_for_node(node)
-
-
-def _loop_mapping(sources: TieSources, cls: cst.ClassDef, method: str) -> str:
-    """The mapping that a method's loop builds as a list while it ties, as code for ``__init__`` (its statements
-    joined by ``"`, then `"``): ``for i in range(n): self._tie_or_clone_weights(heads[i], embeds[i + 1])``
-    with ``self._tied_weights_keys.append(f"heads.{i}.weight")``, where ``heads`` and ``embeds`` are read as paths
-    (locals, ``self.get_output_embeddings()``), gives ``self._tied_weights_keys[f"heads.{i}.weight"] =
-    f"embeds.{i + 1}.weight"``; "" when the loop is not read so."""
-    function = sources.method(cls.name.value, method)
-    local = method_locals(function) if function is not None else {}
-    own = m.Attribute(m.Name("self"), m.Name("_tied_weights_keys"))
-    lines = []
-    for loop in findall(function, m.For(target=m.Name())) if function is not None else ():
-        index = loop.target.value
-        appends = findall(loop.body, m.Call(m.Attribute(own, m.Name("append")), [m.Arg(m.FormattedString())]))
-        calls = [[a.value for a in substituted(c, local).args] for c in findall(loop.body, TIE_CALL)]
-        weight = m.Attribute(m.Subscript(), m.Name("weight"))  # self.heads[i].weight = self.words[i + 1].weight
-        calls += [[a.targets[0].target.value, a.value.value] for a in findall(loop.body, m.Assign([m.AssignTarget(weight)], weight))]  # fmt: skip
-        if not appends and not calls:
-            continue  # another loop of the method (`for module in self.modules():`)
-        if len(appends) != 1 or len(calls) != 1 or findall(loop.body, m.For()):
-            return ""
-        ends = []
-        for value in calls[0]:
-            if not m.matches(value, m.Subscript(slice=[m.SubscriptElement(m.Index())])):
-                return ""
-            path = sources.path_of(cls.name.value, value.value)
-            if path is None:
-                return ""
-            ends.append(f'f"{path}.{{{_code(value.slice[0].slice.value)}}}.weight"')
-        tied = _code(appends[0].args[0].value)
-        if tied != ends[0] or index not in tied:
-            return ""
-        lines.append(f"for {index} in {_code(loop.iter)}: self._tied_weights_keys[{tied}] = {ends[1]}")
-    return "`, then `".join(["self._tied_weights_keys = {}", *lines]) if lines else ""
