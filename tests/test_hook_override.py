@@ -80,7 +80,14 @@ def test_the_library_form_is_proved():
     [
         (("", ""), "self, *args", "more than the hook's arguments"),
         (("", ""), "self, seq_length, device, model_kwargs", "does not take"),
-        (('    past_length = model_kwargs["past_key_values"][0].shape[1]', "    past_length = self.past_length(model_kwargs)"), None, "calls"),
+        (
+            (
+                '    past_length = model_kwargs["past_key_values"][0].shape[1]',
+                "    past_length = self.past_length(model_kwargs)",
+            ),
+            None,
+            "calls",
+        ),
         (('if "past_key_values" in model_kwargs:\n    past_length', "if True:\n    past_length"), None, "tests"),
         (('if "past_key_values" in model_kwargs:', 'if "inputs_embeds" in model_kwargs:'), None, "first position"),
         (("input_ids.shape[-1], device", "input_ids.shape[0], device"), None, "last position"),

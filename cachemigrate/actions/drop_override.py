@@ -35,9 +35,7 @@ class DropOverride(Action):
             owner = ctx.info.classes.get(fn.cls) if fn.cls else None
             if owner is None or node.decorators or qualname.count(".") != 1 or len(owner.methods) < 2:
                 continue  # a method of a top-level class that keeps a body without it
-            proved, _why = replaced_by_library(
-                node, self.param("writes"), self.param("past"), self.param("embeds")
-            )
+            proved, _why = replaced_by_library(node, self.param("writes"), self.param("past"), self.param("embeds"))
             if proved:
                 self.found[qualname] = node
 

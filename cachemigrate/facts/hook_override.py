@@ -95,9 +95,7 @@ def _input_length(node: cst.CSTNode, inputs: str, kwargs: str, embeds: str, keys
     return _key_of(base, kwargs) == embeds and axis == 1 and embeds in keys
 
 
-def replaced_by_library(
-    function: cst.FunctionDef, writes: str, past: str, embeds: str
-) -> tuple[bool, str]:
+def replaced_by_library(function: cst.FunctionDef, writes: str, past: str, embeds: str) -> tuple[bool, str]:
     """(whether ``function`` is GenerationMixin's own ``_get_initial_cache_position`` but for its read of the past's
     length, why not). See the module's docstring for the form proved."""
     params = function.params
