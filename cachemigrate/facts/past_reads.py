@@ -11,6 +11,7 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
+from ..views.expressions import merged_product
 from ..views.patterns import compile_statements
 from ..views.ranks import int_literal
 
@@ -31,14 +32,7 @@ def swap_of(read: cst.CSTNode | None) -> tuple[int, int] | None:
 def merge_of(read: cst.CSTNode | None) -> cst.BinaryOperation | None:
     """The ``batch * heads`` of ``past[i].view(batch * heads, ...)`` (or ``reshape``): a view merging the stored
     tensor's two leading axes into one; None for any other read."""
-    if not (
-        m.matches(read, m.Call(func=m.Attribute(attr=m.Name("view") | m.Name("reshape"))))
-        and len(read.args) >= 2
-        and all(a.keyword is None and not a.star for a in read.args)
-        and m.matches(read.args[0].value, m.BinaryOperation(operator=m.Multiply()))
-    ):
-        return None
-    return read.args[0].value
+    return merged_product(read)
 
 
 def reads_through(found: dict, cache: str) -> bool:

@@ -48,6 +48,19 @@ def _check(name: str, negate: bool) -> cst.Comparison:
     return cst.Comparison(cst.Name(name), [cst.ComparisonTarget(operator, cst.Name("None"))])
 
 
+def merged_product(node: cst.CSTNode | None) -> cst.BinaryOperation | None:
+    """The ``batch * heads`` of ``x.view(batch * heads, ...)`` (or ``reshape``, two sizes at least, none starred):
+    a view merging ``x``'s two leading axes into one; None for any other expression."""
+    if (
+        m.matches(node, m.Call(func=m.Attribute(attr=m.Name("view") | m.Name("reshape"))))
+        and len(node.args) >= 2
+        and all(a.keyword is None and not a.star for a in node.args)
+        and m.matches(node.args[0].value, m.BinaryOperation(operator=m.Multiply()))
+    ):
+        return node.args[0].value
+    return None
+
+
 class Expressions:
     """The expression rewrites of one function, given the ranks at the statement and the cache variables."""
 
@@ -98,13 +111,7 @@ class Expressions:
     def _merged_cache_tensor(self, node: cst.BaseExpression) -> bool:
         """``C[i].view(batch * heads, ...)`` (or ``reshape``): one tensor of a layer's cache, its two leading axes
         merged."""
-        return (
-            m.matches(node, m.Call(func=m.Attribute(attr=m.Name("view") | m.Name("reshape"))))
-            and self._cache_tensor(node.func.value)
-            and len(node.args) >= 2
-            and all(a.keyword is None and not a.star for a in node.args)
-            and m.matches(node.args[0].value, m.BinaryOperation(operator=m.Multiply()))
-        )
+        return merged_product(node) is not None and self._cache_tensor(node.func.value)
 
     def test(self, node: cst.BaseExpression) -> cst.BaseExpression:
         """A test of truth: a cache variable (or a flag assigned from a cache test) means "is not None"."""

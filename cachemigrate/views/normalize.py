@@ -30,7 +30,7 @@ from typing import Mapping
 import libcst as cst
 import libcst.matchers as m
 
-from .expressions import Expressions, int_literal, rebuild
+from .expressions import Expressions, int_literal, merged_product, rebuild
 from .ranks import RankScope
 from ..traverse import findall
 
@@ -83,12 +83,7 @@ def _past_read(node: cst.BaseExpression) -> cst.BaseExpression:
 
 def _merge_read(node: cst.BaseExpression) -> cst.BaseExpression:
     """``C[i]`` of ``C[i].view(batch * heads, ...)`` (or ``reshape``); any other expression as it is."""
-    if (
-        m.matches(node, m.Call(func=m.Attribute(value=m.Subscript(), attr=m.Name("view") | m.Name("reshape"))))
-        and len(node.args) >= 2
-        and all(a.keyword is None and not a.star for a in node.args)
-        and m.matches(node.args[0].value, m.BinaryOperation(operator=m.Multiply()))
-    ):
+    if merged_product(node) is not None and isinstance(node.func.value, cst.Subscript):
         return node.func.value
     return node
 
