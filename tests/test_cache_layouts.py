@@ -156,6 +156,7 @@ def _load(path: Path):
         ("CM300", "rw_", "WrenAttention", False),
         ("CM300", "batch_first_", "TernAttention", False),
         ("CM300", "sequence_first_", "PloverAttention", True),
+        ("CM300", "merged_read_", "SiskinAttention", False),
         ("CM302", "", "GannetAttention", False),
     ],
 )
@@ -326,3 +327,79 @@ def test_an_attention_that_only_reads_back_what_it_stored_does_not_follow_a_conv
     )
     layout, _ = layout_of(code)
     assert layout.reason is not None and "in TernCrossAttention.forward" in layout.reason
+
+
+def test_a_past_read_through_a_view_merging_batch_and_heads_is_stored_split_again():
+    """`layer_past[0].view(bsz * self.n_heads, -1, self.d_head)` concatenated on dim 1, stored back as
+    `k.view(bsz, self.n_heads, -1, self.d_head)`: the attention converts (it concatenates [b*h, s, d]); the tuples
+    the model takes and gives back are [b, h, s, d], a Cache's layout."""
+    facts = facts_of("CM300/merged_read_before.py")
+    assert facts == {
+        "form": "pair",
+        "cache_layout": "converted",
+        "boundary": "standard",
+        "key_seq": "-2",
+        "value_seq": "-2",
+        "boundary_key_seq": "-2",
+        "stored_key_seq": "-2",
+        "past_projection": "inline",
+    }
+
+
+@pytest.mark.parametrize(
+    "old, new, said",
+    [
+        (  # stored back merged: the layout the layer keeps is not the one the read splits
+            "layer_past = (k.view(bsz, self.n_heads, -1, self.d_head), v.view(bsz, self.n_heads, -1, self.d_head))",
+            "layer_past = (k, v)",
+            "stores `k` back as nothing, not split again (`k.view(bsz, self.n_heads, -1, self.d_head)`)",
+        ),
+        (  # split in the other order: heads first
+            "layer_past = (k.view(bsz, self.n_heads, -1, self.d_head), v.view(bsz, self.n_heads, -1, self.d_head))",
+            "layer_past = (k.view(self.n_heads, bsz, -1, self.d_head), v.view(self.n_heads, bsz, -1, self.d_head))",
+            "as `k.view(self.n_heads, bsz, -1, self.d_head)`, not split again",
+        ),
+        (  # a product of two sizes neither of which is read off a tensor: which one is the heads is not shown
+            "earlier_k = layer_past[0].view(bsz * self.n_heads, -1, self.d_head)",
+            "earlier_k = layer_past[0].view(self.d_head * self.n_heads, -1, self.d_head)",
+            "which factor of `self.d_head * self.n_heads` is the heads cannot be told",
+        ),
+    ],
+)
+def test_a_merged_read_whose_stored_layout_the_code_does_not_show_is_said(old, new, said):
+    code = (FIXTURES / "CM300/merged_read_before.py").read_text()
+    assert old in code
+    layout, _ = layout_of(code.replace(old, new))
+    assert layout.reason is not None and said in layout.reason, layout.reason
+
+
+def test_a_stored_only_attention_follows_a_merged_read_stored_standard():
+    """ProphetNet 4.6's spelling: the n-gram self-attention reads its past through `.view(batch * heads, -1,
+    head_dim)` and stores it back split again, [b, h, s, d]; the cross-attention that only reads back what it stored
+    keeps that layout, a Cache's, so the file's layout is known."""
+    code = (FIXTURES / "CM216/before.py").read_text()
+    standard = """        if past_key_value is not None:
+            earlier_key = past_key_value[0]
+            main_key = torch.cat((earlier_key, main_key), dim=2)
+            earlier_value = past_key_value[1]
+            main_value = torch.cat((earlier_value, main_value), dim=2)
+        past_key_value = (main_key, main_value)
+"""
+    merged = """        merged, split = (batch_size * self.heads, -1, self.head_dim), (batch_size, self.heads, -1, self.head_dim)
+        main_key, main_value = main_key.reshape(*merged), main_value.reshape(*merged)
+        if past_key_value is not None:
+            earlier_key = past_key_value[0].view(batch_size * self.heads, -1, self.head_dim)
+            main_key = torch.cat((earlier_key, main_key), dim=1)
+            earlier_value = past_key_value[1].view(batch_size * self.heads, -1, self.head_dim)
+            main_value = torch.cat((earlier_value, main_value), dim=1)
+        past_key_value = (
+            main_key.view(batch_size, self.heads, -1, self.head_dim),
+            main_value.view(batch_size, self.heads, -1, self.head_dim),
+        )
+        main_key, main_value = main_key.view(*split), main_value.view(*split)
+"""
+    assert standard in code
+    layout, _ = layout_of(code.replace(standard, merged))
+    assert layout.reason is None, layout.reason
+    assert layout.facts["cache_layout"] == "converted" and layout.facts["stored_key_seq"] == "-2"
+    assert layout.facts["boundary"] == "standard"

@@ -8,6 +8,7 @@ from .add_parameter import AddParameter
 from .base import Action, ActionContext
 from .cache_edits import EditCacheConsumer
 from .drop_import import DropImport
+from .drop_override import DropOverride
 from .insert_statements import InsertStatements
 from .pass_argument import PassArgument
 from .post_init import CallPostInit
@@ -45,6 +46,7 @@ ACTIONS: dict[str, type[Action]] = {
         RenameKeyword,
         AddBaseClass,
         DropImport,
+        DropOverride,
         CallPostInit,
         ReplaceClassStatements,
         TieWeightsMapping,

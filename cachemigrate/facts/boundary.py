@@ -100,7 +100,7 @@ def _kind(layout: Layout) -> str:
 def _inside(info: ModuleInfo, views) -> Layout:
     found: dict[Layout, list[str]] = {}
     # attentions that only read back what they stored (a cross-attention reusing its keys): they keep the layout
-    # of the file's other attentions, when that one is standard (a Cache holds the tensors as they are)
+    # of the file's other attentions, when the one those store is standard (a Cache holds the tensors as they are)
     stored_only: list[Unknown] = []
     for name in info.roles["attention"]:
         fn = info.classes[name].methods.get("forward")
@@ -116,7 +116,9 @@ def _inside(info: ModuleInfo, views) -> Layout:
                 continue
             raise unknown from None
         found.setdefault(layout, []).append(name)
-    if stored_only and (len(found) != 1 or not next(iter(found)).standard):
+    # what the file's tuples hold is the layout as stored (a past read through a swap or a merge of axes is stored
+    # with them undone): where that one is standard, the Cache holds the tensors as the stored-only attention does
+    if stored_only and (len(found) != 1 or not (next(iter(found)).stored or next(iter(found))).standard):
         raise stored_only[0]
     if not found:
         raise Unknown("no attention concatenates a past")

@@ -31,7 +31,8 @@ import libcst.matchers as m
 from .constructs import between_others
 from .helper_layout import helper_layout
 from .layout_types import Layout, TensorLayout, Unknown  # noqa: F401 (re-exported)
-from .past_reads import PAIR_READ, reads_through, swap_of, swapped_back
+from .merged_reads import merged_read
+from .past_reads import PAIR_READ, merge_of, reads_through, swap_of, swapped_back
 from ..views.patterns import code_of, compile_statements, match_statements
 from ..views.ranks import RankScope, int_literal, iter_small_statements
 from ..traverse import findall
@@ -133,6 +134,9 @@ def attention_layout(function: cst.FunctionDef, views, cache: str, scope_factory
     for found, stmt, last in pairs:
         tracker = _Tracker(function, stmt, scope_factory())
         with _at(last):
+            if any(merge_of(found.get(read)) is not None for read in ("key_past", "value_past")):
+                layouts.add(merged_read(function, found, tracker, cache, _UNSURE))
+                continue
             key = _tensor(found["key"], found["key_dim"], tracker, "key")
             value = _tensor(found["value"], found["value_dim"], tracker, "value")
             swaps = [swap_of(found.get(read)) for read in ("key_past", "value_past")]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
+from ..views.expressions import merged_product
 from ..views.patterns import compile_statements
 from ..views.ranks import int_literal
 
@@ -21,16 +22,23 @@ PAIR_READ = compile_statements("""
 
 
 def swap_of(read: cst.CSTNode | None) -> tuple[int, int] | None:
-    """The two axes of ``past[i].transpose(a, b)``; None for the past as stored (``past[i]``)."""
-    if not isinstance(read, cst.Call):
+    """The two axes of ``past[i].transpose(a, b)``; None for the past as stored (``past[i]``) or a merge."""
+    if not m.matches(read, m.Call(func=m.Attribute(attr=m.Name("transpose")))):
         return None
     a, b = (int_literal(arg.value) for arg in read.args)
     return a, b
 
 
+def merge_of(read: cst.CSTNode | None) -> cst.BinaryOperation | None:
+    """The ``batch * heads`` of ``past[i].view(batch * heads, ...)`` (or ``reshape``): a view merging the stored
+    tensor's two leading axes into one; None for any other read."""
+    return merged_product(read)
+
+
 def reads_through(found: dict, cache: str) -> bool:
     """``key_past``/``value_past`` of :data:`PAIR_READ` are ``cache[0]``/``cache[1]``, one of them at least read
-    through a swap of two literal axes (``.transpose(a, b)``)."""
+    through a swap of two literal axes (``.transpose(a, b)``) or a view merging the two leading axes
+    (``.view(batch * heads, -1, head_dim)``, :func:`merge_of`)."""
     swapped = False
     for index, name in enumerate(("key_past", "value_past")):
         read = found[name]
@@ -43,11 +51,12 @@ def reads_through(found: dict, cache: str) -> bool:
         ):
             return False
         if past is not read:
-            if not (
+            swap = (
                 m.matches(read.func, m.Attribute(attr=m.Name("transpose")))
                 and len(read.args) == 2
                 and all(a.keyword is None and not a.star and int_literal(a.value) is not None for a in read.args)
-            ):
+            )
+            if not swap and merge_of(read) is None:
                 return False
             swapped = True
     return swapped

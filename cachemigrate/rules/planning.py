@@ -68,8 +68,10 @@ def plan_rules(
     notes: list[Diagnostic] = []  # the rules' notices: said, but the file still migrates
     imports: list[str] = []
     undetermined: set[str] = set()  # facts a required rule needed that the file did not show (reported once)
+    dropped: set[str] = set()  # methods an earlier rule removes (drop_override): no later rule's to edit or refuse
     for rule in rules:
         functions, classes = functions_in_scope(info, rule.role, rule.functions)
+        functions = functions - dropped
         if own is not None:
             functions, classes = functions & own, classes & own
         needed = set(rule.when) | _facts_in_templates(rule, era)
@@ -115,6 +117,7 @@ def plan_rules(
             views=views,
         )
         actions.append(ACTIONS[rule.action](rule, ctx))
+        dropped |= getattr(actions[-1], "drops", set)()
         found.append(actions[-1])  # what it found, said in the rules' order once every rule planned
     # the rules' planners share one walk of the module; the actions with a plan of their own run it
     plan_together(module, [action for action in actions if action.plans_by_walking() and action.prepare(module)])

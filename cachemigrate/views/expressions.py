@@ -48,6 +48,19 @@ def _check(name: str, negate: bool) -> cst.Comparison:
     return cst.Comparison(cst.Name(name), [cst.ComparisonTarget(operator, cst.Name("None"))])
 
 
+def merged_product(node: cst.CSTNode | None) -> cst.BinaryOperation | None:
+    """The ``batch * heads`` of ``x.view(batch * heads, ...)`` (or ``reshape``, two sizes at least, none starred):
+    a view merging ``x``'s two leading axes into one; None for any other expression."""
+    if (
+        m.matches(node, m.Call(func=m.Attribute(attr=m.Name("view") | m.Name("reshape"))))
+        and len(node.args) >= 2
+        and all(a.keyword is None and not a.star for a in node.args)
+        and m.matches(node.args[0].value, m.BinaryOperation(operator=m.Multiply()))
+    ):
+        return node.args[0].value
+    return None
+
+
 class Expressions:
     """The expression rewrites of one function, given the ranks at the statement and the cache variables."""
 
@@ -95,6 +108,11 @@ class Expressions:
         """``C[i]`` for a cache variable ``C``: one tensor of a layer's cache."""
         return isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name) and node.value.value in self.caches
 
+    def _merged_cache_tensor(self, node: cst.BaseExpression) -> bool:
+        """``C[i].view(batch * heads, ...)`` (or ``reshape``): one tensor of a layer's cache, its two leading axes
+        merged."""
+        return merged_product(node) is not None and self._cache_tensor(node.func.value)
+
     def test(self, node: cst.BaseExpression) -> cst.BaseExpression:
         """A test of truth: a cache variable (or a flag assigned from a cache test) means "is not None"."""
         if isinstance(node, cst.Name) and node.value in self.caches:
@@ -134,6 +152,8 @@ class Expressions:
             ranks = {self.rank(e.value) for e in sequence.elements} - {None}
             if ranks and any(self._cache_tensor(e.value) for e in sequence.elements):
                 self.concatenated.extend(ranks)
+            elif ranks and any(self._merged_cache_tensor(e.value) for e in sequence.elements):
+                self.concatenated.extend(rank + 1 for rank in ranks)  # C[i] keeps the merged axes apart
             if value is not None and value >= 0 and len(ranks) == 1:
                 rank = ranks.pop() + (1 if name == "stack" else 0)
                 if value < rank:

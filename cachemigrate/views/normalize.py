@@ -17,7 +17,9 @@ What the view makes equal (``C`` is a cache variable of the function, found by t
   the statements that follow, where ``a`` and ``b`` read ``C[0]`` and ``C[1]`` (when nothing else reads them);
   a lone ``a = C[i]`` read by the next statement only is folded into it (``prev_key = C[0]`` then
   ``key = torch.cat((prev_key, key), dim=2)``: ``key = torch.cat((C[0], key), dim=2)``);
-  an element read through a swap of two axes (``a, b = C[0].transpose(-2, -1), C[1]``) is folded as written.
+  an element read through a swap of two axes (``a, b = C[0].transpose(-2, -1), C[1]``), or a lone one through a
+  view that merges the two leading axes (``prev_key = C[0].view(batch * heads, -1, head_dim)``), is folded as
+  written.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from typing import Mapping
 import libcst as cst
 import libcst.matchers as m
 
-from .expressions import Expressions, int_literal, rebuild
+from .expressions import Expressions, int_literal, merged_product, rebuild
 from .ranks import RankScope
 from ..traverse import findall
 
@@ -67,13 +69,21 @@ def _unpacked(stmt: cst.BaseStatement, caches: set[str]) -> tuple[list[str], str
 
 
 def _past_read(node: cst.BaseExpression) -> cst.BaseExpression:
-    """``C[i]`` of ``C[i].transpose(a, b)`` (the past read through a swap of two axes, literal ones: a view whose
-    layout the layout fact reads, :mod:`cachemigrate.facts.layout`); any other expression as it is."""
+    """``C[i]`` of ``C[i].transpose(a, b)`` (the past read through a swap of two axes, literal ones) or of
+    ``C[i].view(batch * heads, ...)`` (through a view that merges its two leading axes): a view whose layout the
+    layout fact reads, :mod:`cachemigrate.facts.layout`; any other expression as it is."""
     if (
         m.matches(node, m.Call(func=m.Attribute(value=m.Subscript(), attr=m.Name("transpose"))))
         and len(node.args) == 2
         and all(a.keyword is None and not a.star and int_literal(a.value) is not None for a in node.args)
     ):
+        return node.func.value
+    return _merge_read(node)
+
+
+def _merge_read(node: cst.BaseExpression) -> cst.BaseExpression:
+    """``C[i]`` of ``C[i].view(batch * heads, ...)`` (or ``reshape``); any other expression as it is."""
+    if merged_product(node) is not None and isinstance(node.func.value, cst.Subscript):
         return node.func.value
     return node
 
@@ -90,12 +100,13 @@ def _index_of(node: cst.BaseExpression) -> int | None:
     return None
 
 
-def _single_index(stmt: cst.BaseStatement, caches: set[str]) -> tuple[str, str, int] | None:
-    """``a = C[i]``: ("a", "C", i)."""
+def _single_index(stmt: cst.BaseStatement, caches: set[str], through: bool = False) -> tuple[str, str, int] | None:
+    """``a = C[i]``: ("a", "C", i); with ``through``, ``C[i]`` read through a view merging batch and heads too."""
     if not m.matches(stmt, m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(m.Name())])])):
         return None
     assign = stmt.body[0]
-    owner, index = _indexed(assign.value), _index_of(assign.value)
+    read = _merge_read(assign.value) if through else assign.value
+    owner, index = _indexed(read), _index_of(read)
     if owner in caches and index is not None:
         return assign.targets[0].target.value, owner, index
     return None
@@ -294,7 +305,9 @@ class FunctionViews:
             second = _single_index(body[index + 1], self.caches) if first and index + 1 < len(body) else None
             if first and second and first[1] == second[1] and (first[2], second[2]) == (0, 1):
                 unpack, count = ([first[0], second[0]], first[1]), 2
-            elif first and index + 1 < len(body):  # `a = C[i]` read by the next statement only
+            elif index + 1 < len(body) and (first or _single_index(body[index], self.caches, through=True)):
+                # `a = C[i]` (or `a = C[i].view(batch * heads, -1, head_dim)`) read by the next statement only
+                first = first or _single_index(body[index], self.caches, through=True)
                 unpack, positions, single = ([first[0]], first[1]), [first[2]], True
             else:
                 return None
@@ -321,6 +334,8 @@ class FunctionViews:
             for name, element in zip(names, value.elements):
                 if _past_read(element.value) is not element.value:
                     replacements[name] = element.value
+        elif single and value is not None and _past_read(value) is not value:  # a lone read through a view
+            replacements[names[0]] = value
         return replacements, count
 
     def _assigns(self, stmt: cst.CSTNode, names: set[str]) -> bool:
