@@ -143,13 +143,7 @@ def _argument(call: cst.Call, callee: FunctionInfo, param: str) -> cst.BaseExpre
 
 def _assigned(fn: FunctionInfo, name: str) -> list[cst.CSTNode]:
     """The statements of ``fn`` that bind ``name``."""
-    target = m.Name(name) | m.Tuple(elements=[m.ZeroOrMore(), m.Element(value=m.Name(name)), m.ZeroOrMore()])
-    return findall(
-        fn.node,
-        m.Assign(targets=[m.ZeroOrMore(), m.AssignTarget(target=target), m.ZeroOrMore()])
-        | m.AnnAssign(target=m.Name(name))
-        | m.AugAssign(target=m.Name(name)),
-    )
+    return _assigned_in(fn.node, name)
 
 
 def _none_in_else(fn: FunctionInfo, name: str, flag: str) -> cst.If | None:
@@ -175,6 +169,7 @@ def _rebound_after(fn: FunctionInfo, flag: str, branch: cst.If) -> bool:
 
 
 def _assigned_in(body: cst.CSTNode, name: str) -> list[cst.CSTNode]:
+    """The statements under ``body`` that bind ``name`` (``x = ...``, ``x, y = ...``, ``x: T = ...``, ``x += ...``)."""
     target = m.Name(name) | m.Tuple(elements=[m.ZeroOrMore(), m.Element(value=m.Name(name)), m.ZeroOrMore()])
     return findall(
         body,
