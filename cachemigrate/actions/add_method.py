@@ -1,6 +1,8 @@
 """``add_method``: add a method, written as a template, to the role's classes (unless one of that name exists).
 Used for the cache_position-based 4D mask builder of the static tier, and for ``PreTrainedModel`` methods that a
-newer transformers removed (with ``if_used``: only in files that use one of the names, as ``self.get_head_mask``)."""
+newer transformers removed (with ``if_used``: only in files that use one of the names, as ``self.get_head_mask``),
+and for a default a newer transformers changed (with ``if_builds`` and ``only_bases``: a class that builds
+``self.lm_head``, whose ancestry defines no such method, gets the 4.x default back)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from .base import Action, Planner
+from .helpers import ancestry
 from ..traverse import findall
 
 
@@ -18,6 +21,13 @@ class AddMethod(Action):
     PARAMS = {
         "template": (str, True, "the method, a `def` statement"),
         "if_used": (list, False, "attribute names: the method is added only to files that use one (`x.<name>`)"),
+        "if_builds": (list, False, "attribute names: only classes whose own __init__ sets self.<name> qualify"),
+        "only_bases": (
+            list,
+            False,
+            "library bases: only classes whose ancestry outside the file is among these (the first one included), "
+            "and whose ancestors in the file do not define the method, qualify",
+        ),
     }
 
     @classmethod
@@ -36,6 +46,23 @@ class AddMethod(Action):
         used = self.param("if_used")
         return not used or bool(findall(module, m.Attribute(attr=m.Name(m.MatchIfTrue(lambda value: value in used)))))
 
+    def qualifies(self, name: str, method: str) -> bool:
+        """Whether the class ``name`` passes ``if_builds`` and ``only_bases`` (both pass when not given)."""
+        info = self.ctx.info
+        builds = self.param("if_builds")
+        if builds and not any(attr in _built(info.classes[name]) for attr in builds):
+            return False
+        allowed = self.param("only_bases")
+        if not allowed:
+            return True
+        ancestors, outside = ancestry(info, name)
+        inherited = any(method in info.classes[a].methods for a in ancestors if a != name)
+        return not inherited and allowed[0] in outside and outside <= set(allowed)
+
+
+def _built(cls) -> set[str]:
+    return set(cls.submodules) | set(cls.module_lists) | set(cls.choices)
+
 
 class _Planner(Planner):
     CLASS_LEVEL = True
@@ -47,6 +74,8 @@ class _Planner(Planner):
         method = cst.parse_statement(code)
         body = list(node.body.body)
         if any(isinstance(s, cst.FunctionDef) and s.name.value == method.name.value for s in body):
+            return
+        if not self.action.qualifies(node.name.value, method.name.value):
             return
         self.action.changes += 1
         method = method.with_changes(leading_lines=[cst.EmptyLine(indent=False)])

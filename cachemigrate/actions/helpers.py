@@ -15,6 +15,24 @@ if TYPE_CHECKING:
 PREDICATES = frozenset({"converter", "no_cache_check", "layer_index", "sequence_axis"})
 
 
+def ancestry(info, name: str) -> tuple[set[str], set[str]]:
+    """(the classes of the file among ``name`` and its ancestors, the names of their bases outside the file, as
+    written: ``nn.Module``, ``PreTrainedModel``)."""
+    inside: set[str] = set()
+    outside: set[str] = set()
+    todo = [name]
+    while todo:
+        current = todo.pop()
+        if current in inside:
+            continue
+        if current not in info.classes:
+            outside.add(current)
+            continue
+        inside.add(current)
+        todo.extend(info.classes[current].bases)
+    return inside, outside
+
+
 def class_qualifies(info, name: str, methods=(), attributes=(), bases=()) -> bool:
     """``name`` (a class of the file) or a base of it in the file defines one of ``methods``, builds one of
     ``attributes`` in ``__init__`` (``self.lm_head = ...``) or lists one of ``bases``; every class qualifies when
