@@ -39,6 +39,8 @@ ROLES = (
     "pretrained",
     "head",
     "library_head",
+    "library_model",
+    "library_stack",
     "reader",
     "consumer",
     "patch",
