@@ -27,8 +27,7 @@ def stack_past_as_handed(outputs, legacy, use_cache):
     """`outputs` (a ModelOutput or a tuple) of a library model's stack of layers with the Cache in them given back the
     way the head's caller handed the past (vendored by cachemigrate). `legacy` (a tuple or no past was handed): a tuple
     per layer of its (keys, values), followed by the cross-attention's where the stack wrote them, as a tuple-era stack
-    gave back; none at all where `use_cache` is off (from transformers 4.54 a stack gives back the Cache it was handed
-    even then). Otherwise the head wrapped the self-attention Cache it was handed for the stack's cross-attention, and
+    gave back; none at all where `use_cache` is off (4.57's stacks give back the Cache they were handed even then). Otherwise the head wrapped the self-attention Cache it was handed for the stack's cross-attention, and
     that Cache goes back."""
 
     def layers(cache):
