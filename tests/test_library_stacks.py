@@ -1,10 +1,14 @@
 """Heads over a library model's stack of layers, in a file of transformers' own tree (a release's
 ``models/<name>/modeling_<name>.py`` or a copy of one): ``from ..wren.modeling_wren import WrenEncoder`` is the
 library's, as it resolves when the file runs as a module of the installed transformers. Such a head migrates for era
-4.52, whose runtimes' stacks take and give tuples as the file expects, and is refused at the line that builds the
-stack for 4.56, 5 and portable (CM113), whose stacks' contract changed. The relative imports of a user's own package
-are not the library. And: a tuple idiom that no rule rewrote because the file's layout is unknown names the CM901
-that says why (proof/blocked.py)."""
+4.52, whose runtimes' stacks take and give tuples as the file expects, and for era 4.56, where the head does around
+the stack what the file's callers need of 4.54-4.57's stacks (CM113 hands it a Cache, an EncoderDecoderCache where
+the layers hold cross-attention tensors; CM114 wraps a self-attention Cache when there are encoder states; CM116 gives
+the past back as it was handed, and none where the stack was handed no ``use_cache``); it is refused at the line that
+builds the stack for 5 and portable (CM113 of era 5), whose stacks give back neither hidden states nor attentions.
+Proven across runtimes on a toy head over transformers' own ``BertEncoder`` (``runtimes``). The relative imports of a
+user's own package are not the library. And: a tuple idiom that no rule rewrote because the file's layout is unknown
+names the CM901 that says why (proof/blocked.py)."""
 
 from __future__ import annotations
 
@@ -105,13 +109,57 @@ def test_for_era_4_52_it_migrates_reading_the_past_length_from_a_cache():
     assert "_supports_cache_class" not in new
 
 
-@pytest.mark.parametrize("era", ["4.56", "5", "portable"])
-def test_later_eras_refuse_it_at_the_line_that_builds_the_stack(era):
+def test_for_era_4_56_it_hands_the_stack_a_cache_and_gives_the_past_back_as_handed():
+    result = migrate(STACK_HEAD, "4.56")
+    assert result.status == "migrated", [str(d) for d in result.diagnostics]
+    assert set(result.applied) >= {"CM113", "CM116", "CM112"} and "CM109" not in result.applied
+    flat = " ".join(result.migrated.split())
+    # a tuple becomes the Cache the stack's attention reads: its cross-attention part where the layers hold four
+    assert (
+        "if any(len(layer) > 2 for layer in past_key_values): "
+        "past_key_values = EncoderDecoderCache.from_legacy_cache(past_key_values) "
+        "else: past_key_values = DynamicCache.from_legacy_cache(past_key_values)"
+    ) in flat
+    # the head takes no encoder states: nothing to wrap (CM114)
+    assert "CM114" not in result.applied and "EncoderDecoderCache(past_key_values, DynamicCache())" not in flat
+    # what the call hands the stack as `use_cache` decides whether a past goes back at all
+    assert "outputs = stack_past_as_handed(outputs, return_legacy_cache, use_cache)" in flat
+
+
+def test_the_past_goes_back_by_what_the_call_hands_the_stack_as_use_cache():
+    code = STACK_HEAD.replace(
+        "outputs = self.encoder(hidden, past_key_values=past_key_values, use_cache=use_cache)",
+        "outputs = self.encoder(hidden, past_key_values=past_key_values, use_cache=True)",
+    )
+    assert code != STACK_HEAD
+    assert "stack_past_as_handed(outputs, return_legacy_cache, True)" in migrate(code, "4.56").migrated
+    code = STACK_HEAD.replace(", use_cache=use_cache)\n        return outputs", ")\n        return outputs")
+    assert code != STACK_HEAD
+    assert "stack_past_as_handed(outputs, return_legacy_cache, None)" in migrate(code, "4.56").migrated
+
+
+def test_a_stack_heads_call_that_binds_nothing_is_refused_saying_what_to_write():
+    code = STACK_HEAD.replace(
+        "outputs = self.encoder(hidden, past_key_values=past_key_values, use_cache=use_cache)\n        return outputs",
+        "return self.encoder(hidden, past_key_values=past_key_values, use_cache=use_cache)",
+    )
+    assert code != STACK_HEAD
+    result = migrate(code, "4.56")
+    assert result.status == "failed" and result.migrated == code
+    assert any("CM116" in d.message and "outputs = self.transformer(...)" in d.message for d in result.diagnostics)
+
+
+@pytest.mark.parametrize("era", ["5", "portable"])
+def test_eras_of_transformers_5_refuse_it_at_the_line_that_builds_the_stack(era):
     result = migrate(STACK_HEAD, era)
-    assert result.status == "failed"
-    [refusal] = [d for d in result.diagnostics if d.code == "CM113"]
+    assert result.status == "failed" and result.migrated == STACK_HEAD
+    assert [d.code for d in result.diagnostics] == ["CM113"]
+    [refusal] = result.diagnostics
     assert refusal.line == _line(STACK_HEAD, "self.encoder = WrenEncoder(config)")
-    assert "WrenEncoder" in refusal.message and "era 4.52" in refusal.message and "copy the stack" in refusal.message
+    message = refusal.message
+    assert "WrenEncoder" in message and "`transformers.models.wren.modeling_wren`" in message
+    assert "only `last_hidden_state` and `cache`" in message and "capture_outputs" in message
+    assert "era 4.56" in message and "copy the stack" in message
 
 
 def test_a_users_own_package_above_the_file_is_not_the_library():

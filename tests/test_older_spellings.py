@@ -388,12 +388,18 @@ class FinchModel(PreTrainedModel):
 def test_a_file_that_builds_another_models_encoder_is_a_head_over_that_library_stack(era):
     """`from ..wren.modeling_wren import WrenEncoder` in a file of transformers' layout is the library's stack of
     layers (facts/library_imports.py, `tree=True`): for 4.52, whose runtimes' stacks take the legacy past or a
-    Cache, the head reads its past length from either (CM112); from 4.56 on, where the stacks' contract changed,
-    the file is refused at the line that builds the stack, naming its module (CM113)."""
+    Cache, the head reads its past length from either (CM112); for 4.56, whose stacks hand back the Cache they are
+    handed, the head must bind what the stack returns for the past to go back as it came (CM116 says so); for 5 and
+    portable, whose stacks give back neither hidden states nor attentions, the file is refused at the line that
+    builds the stack, naming its module (CM113)."""
     result = migrate(OTHER_MODEL, era, Path("modeling_finch.py"))
     if era == "4.52":
         assert result.status == "migrated" and "CM112" in result.applied, [str(d) for d in result.diagnostics]
         assert "past_key_values.get_seq_length()\n                if isinstance(past_key_values, Cache)" in result.migrated
+        return
+    if era == "4.56":
+        assert result.status == "failed" and result.migrated == OTHER_MODEL
+        assert [d.code for d in result.diagnostics] == ["CM901"] and "CM116" in result.diagnostics[0].message
         return
     assert result.status == "failed" and result.migrated == OTHER_MODEL
     refusal = result.diagnostics[0]

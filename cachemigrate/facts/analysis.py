@@ -322,6 +322,10 @@ def analyze(module: cst.Module, cache_names: Sequence[str], only: set[str] | Non
     if over:  # a head over a library model is a head, and a `library_head` (rules of its own)
         roles["head"] += [head.name for head in over if head.name not in roles["head"]]
         roles["library_head"] = [head.name for head in over]
+        # a head over a model hands it the Cache that model takes; a head over a model's stack of layers hands it
+        # what that stack's own model would (the rules of each era say which)
+        roles["library_model"] = [head.name for head in over if not head.stack]
+        roles["library_stack"] = [head.name for head in over if head.stack]
         # the file's own PreTrainedModel classes the heads derive from, and the classes built on those that
         # generate (a causal head over the file's own model, itself over the library's layers): heads too
         roles["library_pretrained"] = pretrained_bases(structure.classes, roles["library_head"])

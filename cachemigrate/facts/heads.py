@@ -168,6 +168,15 @@ def handoff(function: cst.FunctionDef, attribute: str) -> tuple[int | None, str 
     return None, None
 
 
+def handed_keyword(function: cst.FunctionDef, attribute: str, keyword: str) -> cst.BaseExpression | None:
+    """What the first call of ``self.<attribute>(...)`` in ``function`` hands as ``keyword=`` (None where the call
+    is not found or hands nothing under that name)."""
+    call = m.Call(func=m.Attribute(value=m.Name("self"), attr=m.Name(attribute)))
+    for found in findall(function.body, call):
+        return next((arg.value for arg in found.args if arg.keyword is not None and arg.keyword.value == keyword), None)
+    return None
+
+
 def head_of(info, class_name: str | None) -> LibraryHead | None:
     """The library head named ``class_name`` of the analysed module, if it is one."""
     return next((head for head in info.library_heads if head.name == class_name), None)

@@ -9,9 +9,9 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..facts.analysis import ModuleInfo
-from ..facts.heads import head_of
+from ..facts.heads import handed_keyword, head_of
 from ..facts.layer_loops import layer_indices
-from ..views.patterns import UNBOUND, compile_statements, match_statements
+from ..views.patterns import UNBOUND, code_of, compile_statements, match_statements
 from .schema import Era
 from ..traverse import findall
 
@@ -133,6 +133,9 @@ def bound_holes(
             values["library_model"] = f"self.{head.attribute}"
             if head.outputs:
                 values["outputs"] = head.outputs
+            # `{handed_use_cache}`: what the head hands it as `use_cache` (a library module's default: None)
+            handed = handed_keyword(fn.node, head.attribute, "use_cache")
+            values["handed_use_cache"] = code_of(handed) if handed is not None else "None"
         values[UNBOUND] = FUNCTION_HOLES - values.keys()
         names = indices.get(qualname, frozenset())
         values["?layer_index"] = lambda node: isinstance(node, cst.Name) and node.value in names

@@ -39,6 +39,8 @@ ROLES = (
     "pretrained",
     "head",
     "library_head",
+    "library_model",
+    "library_stack",
     "reader",
     "consumer",
     "patch",
@@ -219,5 +221,5 @@ def bound_names(era: Era) -> frozenset[str]:
     of the function's ``**kwargs``."""
     facts = (*(f.name for f in era.facts), *ENGINE_FACTS)
     return frozenset(
-        {"cache", "layers", "var_kwargs", "outputs", "library_model", *facts, *(f"arg{i}" for i in range(10))}
+        {"cache", "layers", "var_kwargs", "outputs", "library_model", "handed_use_cache", *facts, *(f"arg{i}" for i in range(10))}
     )
