@@ -84,5 +84,18 @@ def dict_layout_diagnostic(module: cst.Module, info: ModuleInfo, use: CacheUse, 
     )
 
 
+def dict_parts_rules(module: cst.Module, info: ModuleInfo, use: CacheUse, rules: list) -> list:
+    """The era's rules that move this file's dict-of-parts past onto an EncoderDecoderCache (``dict_parts``
+    actions), when its layout is one they move (every other field of a part proven dead); none otherwise, and the
+    file is refused at its first blocker (:func:`dict_layout_diagnostic`)."""
+    from ..actions.dict_parts import why_not
+
+    chosen = [rule for rule in rules if rule.action == "dict_parts"]
+    layout = find(module, info, use.variable) if chosen else None
+    if layout is None or why_not(info, layout) is not None:
+        return []
+    return chosen
+
+
 def _code(node: cst.CSTNode) -> str:
     return cst.Module([]).code_for_node(node).strip().rstrip(",")
