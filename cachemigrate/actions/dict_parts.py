@@ -51,6 +51,7 @@ class DictParts(Action):
     name = "dict_parts"
     PARAMS = {
         **{key: (str, True, "a template (see cachemigrate/actions/dict_parts.py)") for key in TEMPLATES},
+        "head_parameters": (list, False, 'parameters the generation head\'s forward takes from generate(), e.g. ["cache_position=None"]'),
         "flags": (list, False, 'class attributes for the PreTrainedModel subclasses, e.g. ["_supports_cache_class = True"]'),
     }
 
@@ -148,6 +149,7 @@ class _Plan:
         self._attention()
         self._stack()
         self._reorder()
+        self._head_parameters()
         self._flags()
 
     def _take_layer_idx(self, qualname: str, store: bool) -> None:
@@ -308,6 +310,34 @@ class _Plan:
         index = 1 if body.body and m.matches(body.body[0], m.SimpleStatementLine(body=[m.Expr(m.SimpleString())])) else 0
         depth = len([p for p in (self._path(body) or ()) if isinstance(p, cst.IndentedBlock)]) + 1
         self.splice(body, index, 0, self.statements(self.action.rule.params["reorder"], {"arg0": args[0], "arg1": args[1]}, depth))
+
+    def _head_parameters(self) -> None:
+        """What generate() hands the head's forward once the model is on a Cache (``cache_position``): the head is
+        the class of the beam reorder; a forward with ``**kwargs`` or the parameter already takes it."""
+        wanted = self.action.rule.params.get("head_parameters", [])
+        if not wanted or self.layout.reorder is None:
+            return
+        forward = self.info.functions.get(f"{self.layout.reorder.rsplit('.', 1)[0]}.forward")
+        if forward is None or not isinstance(forward.node.params.star_kwarg, (type(None), cst.MaybeSentinel)):
+            return
+        names = {p.name.value for p in (*forward.node.params.params, *forward.node.params.kwonly_params)}
+        new = []
+        for text in wanted:
+            name, default = text.split("=", 1)
+            if name.strip() not in names:
+                new.append(cst.Param(cst.Name(name.strip()), default=cst.parse_expression(default.strip()), equal=cst.AssignEqual(
+                    cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))))
+        if not new:
+            return
+        field = "kwonly_params" if forward.node.params.kwonly_params else "params"
+
+        def build(updated, _):
+            items = list(getattr(updated, field))
+            for param in new:
+                items = append_item(items, param, "whitespace_after_param")
+            return updated.with_changes(**{field: items})
+
+        self.replace(forward.node.params, build)
 
     def _flags(self) -> None:
         flags = self.action.rule.params.get("flags", [])
