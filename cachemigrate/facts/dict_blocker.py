@@ -94,7 +94,14 @@ def dict_parts_rules(module: cst.Module, info: ModuleInfo, use: CacheUse, rules:
     layout = find(module, info, use.variable) if chosen else None
     if layout is None or why_not(info, layout) is not None:
         return []
-    return chosen
+    # with them, the era's rules for any file (imports a release removed, vendored helpers), but for those on a
+    # beam reorder (the dict_parts rule guards its own, which walks the dicts)
+    others = [
+        rule
+        for rule in rules
+        if rule.role == "any" and rule.action != "dict_parts" and "_reorder_cache" not in rule.functions
+    ]
+    return chosen + others
 
 
 def _code(node: cst.CSTNode) -> str:
