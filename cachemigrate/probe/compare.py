@@ -125,6 +125,8 @@ def clone(value):
         return value.detach().clone()
     if isinstance(value, (tuple, list)):
         return type(value)(clone(v) for v in value)
+    if isinstance(value, dict):  # a past kept as dicts of parts (fairseq style)
+        return {key: clone(v) for key, v in value.items()}
     return value
 
 
