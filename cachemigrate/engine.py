@@ -279,13 +279,15 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
         first = before.legacy_uses()[0]
         # a dict of attention parts per layer: its era's rule moves it onto an EncoderDecoderCache, or it is
         # refused at its first blocker
-        dict_rules = dict_parts_rules(module, before, first, ruleset.for_tier(options.tier))
-        era_name = ruleset.era.name
-        dict_parts = None if dict_rules else dict_layout_diagnostic(module, before, first, era_name, path, locate)
-        if dict_parts is not None:
-            return done("failed", diags=[dict_parts])
-    if not dict_rules and not (consumer_file or patch_file or over_library or before.roles["attention"]) and not (
-        before.roles["base_model"]
+        tiered = ruleset.for_tier(options.tier)
+        dict_rules = dict_parts_rules(module, before, first, tiered)
+        refusal = None if dict_rules else dict_layout_diagnostic(module, before, first, era.name, path, locate, tiered)
+        if refusal is not None:
+            return done("failed", diags=[refusal])
+    if (
+        not dict_rules
+        and not (consumer_file or patch_file or over_library or before.roles["attention"])
+        and not (before.roles["base_model"])
     ):
         first = before.legacy_uses()[0]
         line, column = locate(first.node)

@@ -150,6 +150,24 @@ def test_a_layout_the_rule_cannot_move_is_still_refused_at_its_first_blocker(era
     assert diagnostic.line == _line(no_local, '"prev_key_padding_mask": padding if not reuse else None')
 
 
+@pytest.mark.parametrize("era", ERAS)
+def test_a_layout_the_rule_does_not_move_names_the_rule_and_why(era):
+    # keys and values stored [batch, seq, heads, dim]: not an EncoderDecoderCache's layout
+    code = SOURCE.replace(
+        '"prev_key": k.view(batch, self.heads, -1, self.size)', '"prev_key": k.view(batch, -1, self.heads, self.size)'
+    )
+    code = code.replace(
+        '"prev_value": v.view(batch, self.heads, -1, self.size)',
+        '"prev_value": v.view(batch, -1, self.heads, self.size)',
+    )
+    result = migrate_source(code, ruleset(era), Options(line_length=119), path=str(MODELING))
+    assert result.status == "failed" and result.migrated == code
+    [diagnostic] = result.diagnostics
+    assert diagnostic.code == "CM917" and diagnostic.line == _line(code, "incremental_state[self.state_name] = {")
+    assert f"rule CM640 of era {era}" in diagnostic.message
+    assert "stored [batch, heads, seq, dim]" in diagnostic.message
+
+
 def test_a_live_mask_is_the_blocker_named_at_the_call_that_hands_it():
     result = migrate_source(MASK_WHILE_CACHING, ruleset("4.56"), Options(line_length=119), path=str(MODELING))
     assert result.status == "failed" and result.migrated == MASK_WHILE_CACHING

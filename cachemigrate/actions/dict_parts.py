@@ -36,9 +36,8 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..edit.edits import Replace, Splice, remove
+from ..facts.dict_blocker import why_not
 from ..facts.dict_layout import DictLayout, find
-from ..facts.dict_proof import prove
-from ..facts.layout_types import TensorLayout
 from ..traverse import findall
 from ..views.patterns import to_python
 from .base import Action, descend
@@ -51,8 +50,16 @@ class DictParts(Action):
     name = "dict_parts"
     PARAMS = {
         **{key: (str, True, "a template (see cachemigrate/actions/dict_parts.py)") for key in TEMPLATES},
-        "head_parameters": (list, False, 'parameters the generation head\'s forward takes from generate(), e.g. ["cache_position=None"]'),
-        "flags": (list, False, 'class attributes for the PreTrainedModel subclasses, e.g. ["_supports_cache_class = True"]'),
+        "head_parameters": (
+            list,
+            False,
+            'parameters the generation head\'s forward takes from generate(), e.g. ["cache_position=None"]',
+        ),
+        "flags": (
+            list,
+            False,
+            'class attributes for the PreTrainedModel subclasses, e.g. ["_supports_cache_class = True"]',
+        ),
     }
 
     @classmethod
@@ -71,23 +78,6 @@ class DictParts(Action):
             return self.edits
         _Plan(self, module, layout).build()
         return self.edits
-
-
-def why_not(info, layout: DictLayout) -> str | None:
-    """Why the layout is not one this action moves onto an EncoderDecoderCache (None when it is)."""
-    if layout.legacy_order() is None:
-        return "its parts are not a self and a cross part holding keys and values stored [batch, heads, seq, dim]"
-    if layout.static is None or layout.written_once is None or layout.saved is None:
-        return "the cross part's written-once switch is not a local of the attention tested with the part's keys"
-    for field in layout.extras():
-        if not prove(info, layout, field).dead:
-            return f"`{field.name}` is not proven dead"
-    for field in (layout.field("key"), layout.field("value")):
-        if field.used not in (None, field.stored, TensorLayout(3, -2, field.used and field.used.heads)):
-            return f"`{field.name}` is read back in a layout other than [batch * heads, seq, dim]"
-        if not m.matches(field.written, m.Call(func=m.Attribute(value=m.Name(), attr=m.Name("view") | m.Name("reshape")))):
-            return f"`{field.name}` is not written as a view of one tensor"
-    return None
 
 
 def _code(node: cst.CSTNode) -> str:
@@ -130,7 +120,11 @@ class _Plan:
         for depth in range(len(chain) - 1, 0, -1):
             stmt, block = chain[depth], chain[depth - 1]
             body = getattr(block, "body", None)
-            if isinstance(stmt, cst.BaseStatement) and isinstance(body, (tuple, list)) and any(s is stmt for s in body):
+            if (
+                isinstance(stmt, cst.BaseStatement)
+                and isinstance(body, (tuple, list))
+                and any(s is stmt for s in body)
+            ):
                 return block, stmt, next(i for i, s in enumerate(body) if s is stmt)
         raise LookupError(node)
 
@@ -138,6 +132,19 @@ class _Plan:
     def build(self) -> None:
         layout, info = self.layout, self.info
         attention = layout.attention
+        fn = next(f for f in info.functions.values() if any(a is layout.pick for a in findall(f.node, m.Assign())))
+        loop = next((p for p in reversed(self._path(layout.pick)) if isinstance(p, cst.For)), None)
+        collected = self._collected(fn, loop) if loop is not None else None
+        if collected is None or "use_cache" not in fn.params:
+            self.action.ctx.error(
+                self.action.rule,
+                fn.qualname,
+                f"{fn.qualname} picks one layer's dict of `{layout.cache}` (`{_code(layout.pick).strip()}`), but not "
+                "in a loop over its blocks that takes `use_cache` and appends each block's dict to a list it gives "
+                "back: the rule cannot tell where the Cache is set up and given back; the file was left unchanged",
+                layout.pick,
+            )
+            return
         self._take_layer_idx(f"{attention}.__init__", store=True)
         builders = self._builders()
         for cls in builders:
@@ -147,7 +154,7 @@ class _Plan:
             self._drop_empty_default(info.functions[f"{cls}.forward"])
         self._index_blocks(builders)
         self._attention()
-        self._stack()
+        self._stack(fn, loop, collected)
         self._reorder()
         self._head_parameters()
         self._flags()
@@ -155,8 +162,11 @@ class _Plan:
     def _take_layer_idx(self, qualname: str, store: bool) -> None:
         fn = self.info.functions[qualname].node
         params = fn.params
-        new = cst.Param(cst.Name("layer_idx"), default=cst.Name("None"), equal=cst.AssignEqual(
-            cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
+        new = cst.Param(
+            cst.Name("layer_idx"),
+            default=cst.Name("None"),
+            equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
+        )
         self.replace(
             params,
             lambda updated, _: updated.with_changes(
@@ -169,8 +179,11 @@ class _Plan:
             self.splice(body, len(body.body), 0, [line])
 
     def _pass_layer_idx(self, call: cst.Call, value: str) -> None:
-        arg = cst.Arg(cst.Name(value), keyword=cst.Name("layer_idx"), equal=cst.AssignEqual(
-            cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
+        arg = cst.Arg(
+            cst.Name(value),
+            keyword=cst.Name("layer_idx"),
+            equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
+        )
         self.replace(
             call,
             lambda updated, _: updated.with_changes(args=append_item(list(updated.args), arg, "whitespace_after_arg")),
@@ -192,9 +205,16 @@ class _Plan:
 
     def _drop_empty_default(self, fn) -> None:
         """``if d is None: d = {}`` (a block's) goes: a missing dict stays None, the attention writes nothing."""
-        for node in findall(fn.node, m.If(test=m.Comparison(left=m.Name(), comparisons=[m.ComparisonTarget(m.Is(), m.Name("None"))]), orelse=None)):
+        for node in findall(
+            fn.node,
+            m.If(
+                test=m.Comparison(left=m.Name(), comparisons=[m.ComparisonTarget(m.Is(), m.Name("None"))]), orelse=None
+            ),
+        ):
             name = node.test.left.value
-            empty = m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(m.Name(name))], value=m.Dict(elements=[]))])
+            empty = m.SimpleStatementLine(
+                body=[m.Assign(targets=[m.AssignTarget(m.Name(name))], value=m.Dict(elements=[]))]
+            )
             if len(node.body.body) == 1 and m.matches(node.body.body[0], empty):
                 self.replace(node, remove)
 
@@ -203,7 +223,11 @@ class _Plan:
             init = self.info.functions.get(f"{cls}.__init__")
             if init is None:
                 continue
-            for comp in findall(init.node, m.ListComp(elt=m.Call(func=m.Name(m.MatchIfTrue(lambda n: n in builders)))) | m.GeneratorExp(elt=m.Call(func=m.Name(m.MatchIfTrue(lambda n: n in builders))))):
+            for comp in findall(
+                init.node,
+                m.ListComp(elt=m.Call(func=m.Name(m.MatchIfTrue(lambda n: n in builders))))
+                | m.GeneratorExp(elt=m.Call(func=m.Name(m.MatchIfTrue(lambda n: n in builders)))),
+            ):
                 target = comp.for_in.target
                 if not isinstance(target, cst.Name):
                     continue
@@ -223,30 +247,41 @@ class _Plan:
             f'{{"{key.name}": {cross_k}, "{value.name}": {cross_v}}} '
             f"if {layout.static} and {carrier}.is_updated.get(self.layer_idx) else {{}}"
         )
-        saved = m.Assign(targets=[m.AssignTarget(m.Name(layout.saved))], value=m.Call(func=m.Attribute(value=m.Name(carrier), attr=m.Name("get"))) | m.Subscript(value=m.Name(carrier)))
+        saved = m.Assign(
+            targets=[m.AssignTarget(m.Name(layout.saved))],
+            value=m.Call(func=m.Attribute(value=m.Name(carrier), attr=m.Name("get")))
+            | m.Subscript(value=m.Name(carrier)),
+        )
         for node in findall(fn.node, saved)[:1]:
             self.replace(node.value, lambda updated, _: cst.parse_expression(read), reformat=True)
-        empty = m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(m.Name(carrier))], value=m.Dict(elements=[]))])
-        for line in findall(fn.node, empty):
-            self.replace(line, remove)
+        empty = m.SimpleStatementLine(
+            body=[m.Assign(targets=[m.AssignTarget(m.Name(carrier))], value=m.Dict(elements=[]))]
+        )
+        for line in findall(fn.node, empty):  # the only statement of its block: `pass` keeps the block
+            alone = len(self.line_of(line, fn.node)[0].body) == 1
+            self.replace(line, (lambda updated, _: cst.SimpleStatementLine([cst.Pass()])) if alone else remove)
         block, stmt, index = self.line_of(layout.write, fn.node)
         k, v = key.written.func.value.value, value.written.func.value.value
         merge = ".flatten(0, 1)" if key.used is not None and key.used != key.stored else ""
         values = {
-            "dict": carrier, "static": layout.static, "key": _code(key.written), "value": _code(value.written),
-            "k": k, "v": v, "merge": merge, "idx": "self.layer_idx",
+            "dict": carrier,
+            "static": layout.static,
+            "key": _code(key.written),
+            "value": _code(value.written),
+            "k": k,
+            "v": v,
+            "merge": merge,
+            "idx": "self.layer_idx",
         }
         depth = len([p for p in (self._path(stmt) or ()) if isinstance(p, cst.IndentedBlock)])
         written = self.statements(params["write"], values, depth)
         written[0] = written[0].with_changes(leading_lines=stmt.leading_lines)  # its comment stays with it
         self.splice(block, index, 1, written)
 
-    def _stack(self) -> None:
+    def _stack(self, fn, loop, collected) -> None:
         layout, params = self.layout, self.action.rule.params
-        fn = next(f for f in self.info.functions.values() if findall(f.node, m.Assign()) and any(a is layout.pick for a in findall(f.node, m.Assign())))
         cache = layout.cache
         self.replace(layout.pick.value, lambda updated, _: cst.Name(cache))
-        loop = next(p for p in reversed(self._path(layout.pick)) if isinstance(p, cst.For))
         block, _, index = self.line_of(loop, fn.node)
         depth = len([p for p in (self._path(loop) or ()) if isinstance(p, cst.IndentedBlock)])
         order = layout.legacy_order()
@@ -258,9 +293,6 @@ class _Plan:
             "cross_pair": f"({reads[2]}, {reads[3]})",
         }
         setup = self.statements(params["setup"], values, depth)
-        collected = self._collected(fn, loop)
-        if collected is None:
-            return
         name, append = collected
         parts = {}
         for (part, field), held in zip(order, ("self_keys", "self_values", "cross_keys", "cross_values")):
@@ -291,10 +323,15 @@ class _Plan:
             held = call.args[0].value if call.args else None
             base = held.func.value if m.matches(held, m.Call(func=m.Attribute(attr=m.Name("copy")))) else held
             if call.func.value.value in lists and isinstance(base, cst.Name) and base.value in bound:
-                block, stmt, _ = self.line_of(call, fn.node)
+                _, stmt, _ = self.line_of(call, fn.node)
                 path = self._path(stmt) or ()
                 holder = next((p for p in reversed(path) if isinstance(p, cst.If)), None)
-                if holder is not None and holder.orelse is None and len(holder.body.body) == 1 and holder.body.body[0] is stmt:
+                if (
+                    holder is not None
+                    and holder.orelse is None
+                    and len(holder.body.body) == 1
+                    and holder.body.body[0] is stmt
+                ):
                     stmt = holder
                 return call.func.value.value, stmt
         return None
@@ -307,9 +344,16 @@ class _Plan:
         if len(args) < 2:
             return
         body = fn.node.body
-        index = 1 if body.body and m.matches(body.body[0], m.SimpleStatementLine(body=[m.Expr(m.SimpleString())])) else 0
+        index = (
+            1 if body.body and m.matches(body.body[0], m.SimpleStatementLine(body=[m.Expr(m.SimpleString())])) else 0
+        )
         depth = len([p for p in (self._path(body) or ()) if isinstance(p, cst.IndentedBlock)]) + 1
-        self.splice(body, index, 0, self.statements(self.action.rule.params["reorder"], {"arg0": args[0], "arg1": args[1]}, depth))
+        self.splice(
+            body,
+            index,
+            0,
+            self.statements(self.action.rule.params["reorder"], {"arg0": args[0], "arg1": args[1]}, depth),
+        )
 
     def _head_parameters(self) -> None:
         """What generate() hands the head's forward once the model is on a Cache (``cache_position``): the head is
@@ -325,8 +369,13 @@ class _Plan:
         for text in wanted:
             name, default = text.split("=", 1)
             if name.strip() not in names:
-                new.append(cst.Param(cst.Name(name.strip()), default=cst.parse_expression(default.strip()), equal=cst.AssignEqual(
-                    cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))))
+                new.append(
+                    cst.Param(
+                        cst.Name(name.strip()),
+                        default=cst.parse_expression(default.strip()),
+                        equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
+                    )
+                )
         if not new:
             return
         field = "kwonly_params" if forward.node.params.kwonly_params else "params"
@@ -345,12 +394,15 @@ class _Plan:
             return
         for stmt in self.module.body:
             if isinstance(stmt, cst.ClassDef) and any(
-                m.matches(b.value, m.Name("PreTrainedModel") | m.Attribute(attr=m.Name("PreTrainedModel"))) for b in stmt.bases
+                m.matches(b.value, m.Name("PreTrainedModel") | m.Attribute(attr=m.Name("PreTrainedModel")))
+                for b in stmt.bases
             ):
                 body = stmt.body
                 position = 0
                 for index, line in enumerate(body.body):
-                    if m.matches(line, m.SimpleStatementLine(body=[m.Assign() | m.AnnAssign() | m.Expr(m.SimpleString())])):
+                    if m.matches(
+                        line, m.SimpleStatementLine(body=[m.Assign() | m.AnnAssign() | m.Expr(m.SimpleString())])
+                    ):
                         position = index + 1
                     else:
                         break
