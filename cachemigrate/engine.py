@@ -43,7 +43,7 @@ from .facts.one_layer import one_layer_diagnostic
 from .edit.past_hook import FixError, fix_past_hooks, why_not as why_not_fixed
 from .proof.leftovers import edited_functions, edited_tops, leftover_diagnostics, unbound_names
 from .facts.outside import explain as explain_outside
-from .facts.dict_blocker import dict_layout_diagnostic, dict_parts_rules
+from .facts.dict_blocker import dict_layout_diagnostic, dict_parts_rules, dict_roles
 from .facts.patches import refusal_diagnostic as patch_refusal, unknown_return
 from .rules.planning import plan_rules, refused_patches
 from .facts.reach import unreachable_cache
@@ -281,6 +281,8 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
         # refused at its first blocker
         tiered = ruleset.for_tier(options.tier)
         dict_rules = dict_parts_rules(module, before, first, tiered)
+        if dict_rules:  # its PreTrainedModel and heads: the rules for them apply as to any model's
+            before.roles.update(dict_roles(before))
         refusal = None if dict_rules else dict_layout_diagnostic(module, before, first, era.name, path, locate, tiered)
         if refusal is not None:
             return done("failed", diags=[refusal])

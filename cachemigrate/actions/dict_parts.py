@@ -18,7 +18,10 @@ The parts are an ``EncoderDecoderCache``'s roles: the self part is its ``self_at
   handed in into the Cache (the parts read in the 4-tuple order, ``legacy``) and ``give_back`` gives one back
   where one came in, as dicts of parts (the other fields of a part, proven dead, as None);
 - the beam reorder reorders a Cache through its ``reorder_cache`` (``reorder``) and keeps walking the dicts
-  otherwise; the era's class ``flags`` go on the file's ``PreTrainedModel`` subclasses.
+  otherwise.
+
+The file's ``PreTrainedModel`` and its heads take the era's rules for them (``_supports_cache_class``,
+``cache_position``, ``GenerationMixin``, 5.x's ``cache=``: :func:`cachemigrate.facts.dict_blocker.dict_roles`).
 
 Holes the templates use: ``{cache}`` (the model's cache variable), ``{dict}`` (the attention's parameter that holds
 it), ``{static}`` (the switch's local), ``{key}`` / ``{value}`` (the tensors as stored), ``{k}`` / ``{v}`` (their
@@ -50,16 +53,6 @@ class DictParts(Action):
     name = "dict_parts"
     PARAMS = {
         **{key: (str, True, "a template (see cachemigrate/actions/dict_parts.py)") for key in TEMPLATES},
-        "head_parameters": (
-            list,
-            False,
-            'parameters the generation head\'s forward takes from generate(), e.g. ["cache_position=None"]',
-        ),
-        "flags": (
-            list,
-            False,
-            'class attributes for the PreTrainedModel subclasses, e.g. ["_supports_cache_class = True"]',
-        ),
     }
 
     @classmethod
@@ -156,8 +149,6 @@ class _Plan:
         self._attention()
         self._stack(fn, loop, collected)
         self._reorder()
-        self._head_parameters()
-        self._flags()
 
     def _take_layer_idx(self, qualname: str, store: bool) -> None:
         fn = self.info.functions[qualname].node
@@ -354,56 +345,3 @@ class _Plan:
             0,
             self.statements(self.action.rule.params["reorder"], {"arg0": args[0], "arg1": args[1]}, depth),
         )
-
-    def _head_parameters(self) -> None:
-        """What generate() hands the head's forward once the model is on a Cache (``cache_position``): the head is
-        the class of the beam reorder; a forward with ``**kwargs`` or the parameter already takes it."""
-        wanted = self.action.rule.params.get("head_parameters", [])
-        if not wanted or self.layout.reorder is None:
-            return
-        forward = self.info.functions.get(f"{self.layout.reorder.rsplit('.', 1)[0]}.forward")
-        if forward is None or not isinstance(forward.node.params.star_kwarg, (type(None), cst.MaybeSentinel)):
-            return
-        names = {p.name.value for p in (*forward.node.params.params, *forward.node.params.kwonly_params)}
-        new = []
-        for text in wanted:
-            name, default = text.split("=", 1)
-            if name.strip() not in names:
-                new.append(
-                    cst.Param(
-                        cst.Name(name.strip()),
-                        default=cst.parse_expression(default.strip()),
-                        equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
-                    )
-                )
-        if not new:
-            return
-        field = "kwonly_params" if forward.node.params.kwonly_params else "params"
-
-        def build(updated, _):
-            items = list(getattr(updated, field))
-            for param in new:
-                items = append_item(items, param, "whitespace_after_param")
-            return updated.with_changes(**{field: items})
-
-        self.replace(forward.node.params, build)
-
-    def _flags(self) -> None:
-        flags = self.action.rule.params.get("flags", [])
-        if not flags:
-            return
-        for stmt in self.module.body:
-            if isinstance(stmt, cst.ClassDef) and any(
-                m.matches(b.value, m.Name("PreTrainedModel") | m.Attribute(attr=m.Name("PreTrainedModel")))
-                for b in stmt.bases
-            ):
-                body = stmt.body
-                position = 0
-                for index, line in enumerate(body.body):
-                    if m.matches(
-                        line, m.SimpleStatementLine(body=[m.Assign() | m.AnnAssign() | m.Expr(m.SimpleString())])
-                    ):
-                        position = index + 1
-                    else:
-                        break
-                self.splice(body, position, 0, [cst.parse_statement(flag + "\n") for flag in flags])

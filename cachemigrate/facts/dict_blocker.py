@@ -105,14 +105,43 @@ def dict_parts_rules(module: cst.Module, info: ModuleInfo, use: CacheUse, rules:
     layout = find(module, info, use.variable) if chosen else None
     if layout is None or why_not(info, layout) is not None:
         return []
-    # with them, the era's rules for any file (imports a release removed, vendored helpers), but for those on a
-    # beam reorder (the dict_parts rule guards its own, which walks the dicts)
+    # with them, the era's rules for any file (imports a release removed, vendored helpers) and for the file's
+    # PreTrainedModel and heads (:func:`dict_roles`), but for those on a beam reorder (the dict_parts rule guards
+    # its own, which walks the dicts)
     others = [
         rule
         for rule in rules
-        if rule.role == "any" and rule.action != "dict_parts" and "_reorder_cache" not in rule.functions
+        if rule.role in ("any", "pretrained", "head")
+        and rule.action != "dict_parts"
+        and "_reorder_cache" not in rule.functions
     ]
     return chosen + others
+
+
+def dict_roles(info: ModuleInfo) -> dict[str, list[str]]:
+    """The roles of a file whose past is a dict of parts that the roles of :mod:`.roles` (read off tuple uses) do
+    not give: ``pretrained``, its classes deriving from a ``PreTrainedModel`` of the library, and ``head``, the
+    classes deriving from those that take the cache, prepare generation's inputs or reorder the past for beams."""
+    classes = info.classes
+    pretrained = [name for name, c in classes.items() if any(b.split(".")[-1] == "PreTrainedModel" for b in c.bases)]
+
+    def derives(name: str, seen: frozenset = frozenset()) -> bool:
+        return any(
+            b in pretrained or (b in classes and b not in seen and derives(b, seen | {b})) for b in classes[name].bases
+        )
+
+    heads = [
+        name
+        for name, c in classes.items()
+        if name not in pretrained
+        and derives(name)
+        and (
+            (c.methods.get("forward") is not None and c.methods["forward"].cache_params)
+            or "prepare_inputs_for_generation" in c.methods
+            or "_reorder_cache" in c.methods
+        )
+    ]
+    return {"pretrained": pretrained, "head": heads}
 
 
 def why_not(info, layout: DictLayout) -> str | None:
