@@ -130,6 +130,22 @@ def clone(value):
     return value
 
 
+def past_layers(legacy) -> list:
+    """A legacy past's layers as tuples of tensors: a layer kept as a dict of parts (fairseq style) gives its parts'
+    tensors in order (the self part's keys and values, then the cross part's: the encoder-decoder family's
+    4-tuple), leaving out what a part keeps that is not a tensor; a tuple layer is as it is."""
+    import torch
+
+    def tensors(value):
+        if isinstance(value, torch.Tensor):
+            return [value]
+        if isinstance(value, dict):
+            return [t for v in value.values() for t in tensors(v)]
+        return []
+
+    return [tuple(tensors(layer)) if isinstance(layer, dict) else layer for layer in legacy]
+
+
 def pairs_of_cache_layout(legacy) -> bool:
     """Every layer's past is a (key, value) pair of 4-D tensors of one shape, what a DynamicCache is built from (not
     BLOOM's 3-D keys with batch and heads merged, nor a fused key-value tensor)."""

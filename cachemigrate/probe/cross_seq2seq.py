@@ -10,7 +10,7 @@ against eager) or need what is not recorded (attention weights) are listed as sk
 
 from __future__ import annotations
 
-from .compare import CheckFailed, CheckInconclusive, CheckSkipped, kind, one_line
+from .compare import CheckFailed, CheckInconclusive, CheckSkipped, kind, one_line, past_layers
 from .compare import logits as _logits
 from .compare import past as _past
 from .context import MAX_NEW_TOKENS, PROMPT_LEN, STEPS
@@ -174,26 +174,10 @@ def _cross_keys(cross) -> list:
     return [layer.keys for layer in layers] if layers is not None else list(cross.key_cache)
 
 
-def _layers(past) -> list:
-    """The past's layers as tuples of tensors: a layer kept as a dict of parts (fairseq style) gives its parts'
-    tensors in order (the self part's keys and values, then the cross part's: the encoder-decoder family's
-    4-tuple), leaving out what a part keeps that is not a tensor."""
-    import torch
-
-    def tensors(value):
-        if isinstance(value, torch.Tensor):
-            return [value]
-        if isinstance(value, dict):
-            return [t for v in value.values() for t in tensors(v)]
-        return []
-
-    return [tuple(tensors(layer)) if isinstance(layer, dict) else layer for layer in past]
-
-
 def _written_once(r, d: Decoder) -> str:
     from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
-    per_layer = len(_layers(d.entry["steps"][0]["past"])[0])
+    per_layer = len(past_layers(d.entry["steps"][0]["past"])[0])
     if per_layer < 4:
         raise CheckSkipped(f"the original caches no cross-attention ({per_layer} tensors per layer)")
     cache, written = EncoderDecoderCache(DynamicCache(), DynamicCache()), None
@@ -206,8 +190,8 @@ def _written_once(r, d: Decoder) -> str:
         # as many positions as the original's tuple past holds in each part (end and ENCODER_LEN, unless the
         # original keeps something else there: BigBird's self-attention, handed the encoder states too, keeps the
         # encoder's keys in the self part)
-        expected_self = _layers(recorded["past"])[0][0].shape[-2]
-        expected_cross = [layer[2].shape[-2] for layer in _layers(recorded["past"])]
+        expected_self = past_layers(recorded["past"])[0][0].shape[-2]
+        expected_cross = [layer[2].shape[-2] for layer in past_layers(recorded["past"])]
         if cache.get_seq_length() != expected_self:
             raise CheckFailed(f"step {i}: self-attention length {cache.get_seq_length()}, not {expected_self}")
         cross = cache.cross_attention_cache
@@ -236,7 +220,7 @@ def _self_only(r, d: Decoder) -> str:
         if _past(out) is not cache:
             raise CheckFailed(f"step {i}: returned {kind(_past(out))}, not the DynamicCache passed in")
         r.close(recorded["logits"], _logits(out), f"step {i} logits")
-        expected = _layers(recorded["past"])[0][0].shape[-2]
+        expected = past_layers(recorded["past"])[0][0].shape[-2]
         if cache.get_seq_length() != expected:
             raise CheckFailed(f"step {i}: get_seq_length() is {cache.get_seq_length()}, not {expected}")
     return f"same object, grew to {cache.get_seq_length()} as the tuple past; logits within tolerance"
