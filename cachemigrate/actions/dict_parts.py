@@ -51,9 +51,7 @@ TEMPLATES = ("cross_keys", "cross_values", "setup", "give_back", "write", "reord
 
 class DictParts(Action):
     name = "dict_parts"
-    PARAMS = {
-        **{key: (str, True, "a template (see cachemigrate/actions/dict_parts.py)") for key in TEMPLATES},
-    }
+    PARAMS = {key: (str, True, "a template (see cachemigrate/actions/dict_parts.py)") for key in TEMPLATES}
 
     @classmethod
     def check_params(cls, rule, check) -> None:
@@ -88,7 +86,6 @@ class _Plan:
     def __init__(self, action: DictParts, module: cst.Module, layout: DictLayout) -> None:
         self.action, self.module, self.layout = action, module, layout
         self.info, self.rule = action.ctx.info, action.rule.id
-        self.parents: dict = {}
 
     # -- edits -------------------------------------------------------------------------------------------------
     def _path(self, node) -> tuple:
@@ -107,7 +104,7 @@ class _Plan:
         code = self.action.ctx.format_statements(_fill(template, values), depth)
         return list(cst.parse_module(code).body)
 
-    def line_of(self, node, within) -> tuple[cst.CSTNode, cst.CSTNode, int]:
+    def line_of(self, node) -> tuple[cst.CSTNode, cst.CSTNode, int]:
         """The statement holding ``node`` (or ``node`` itself): (its block, the statement, its index there)."""
         chain = (*(self._path(node) or ()), node)
         for depth in range(len(chain) - 1, 0, -1):
@@ -249,9 +246,9 @@ class _Plan:
             body=[m.Assign(targets=[m.AssignTarget(m.Name(carrier))], value=m.Dict(elements=[]))]
         )
         for line in findall(fn.node, empty):  # the only statement of its block: `pass` keeps the block
-            alone = len(self.line_of(line, fn.node)[0].body) == 1
+            alone = len(self.line_of(line)[0].body) == 1
             self.replace(line, (lambda updated, _: cst.SimpleStatementLine([cst.Pass()])) if alone else remove)
-        block, stmt, index = self.line_of(layout.write, fn.node)
+        block, stmt, index = self.line_of(layout.write)
         k, v = key.written.func.value.value, value.written.func.value.value
         merge = ".flatten(0, 1)" if key.used is not None and key.used != key.stored else ""
         values = {
@@ -273,7 +270,7 @@ class _Plan:
         layout, params = self.layout, self.action.rule.params
         cache = layout.cache
         self.replace(layout.pick.value, lambda updated, _: cst.Name(cache))
-        block, _, index = self.line_of(loop, fn.node)
+        block, _, index = self.line_of(loop)
         depth = len([p for p in (self._path(loop) or ()) if isinstance(p, cst.IndentedBlock)])
         order = layout.legacy_order()
         reads = [f'layer["{part}"]["{name}"]' for part, name in order]
@@ -314,7 +311,7 @@ class _Plan:
             held = call.args[0].value if call.args else None
             base = held.func.value if m.matches(held, m.Call(func=m.Attribute(attr=m.Name("copy")))) else held
             if call.func.value.value in lists and isinstance(base, cst.Name) and base.value in bound:
-                _, stmt, _ = self.line_of(call, fn.node)
+                _, stmt, _ = self.line_of(call)
                 path = self._path(stmt) or ()
                 holder = next((p for p in reversed(path) if isinstance(p, cst.If)), None)
                 if (
