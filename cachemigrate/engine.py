@@ -43,7 +43,7 @@ from .facts.one_layer import one_layer_diagnostic
 from .edit.past_hook import FixError, fix_past_hooks, why_not as why_not_fixed
 from .proof.leftovers import edited_functions, edited_tops, leftover_diagnostics, unbound_names
 from .facts.outside import explain as explain_outside
-from .facts.dict_blocker import dict_layout_diagnostic
+from .facts.dict_blocker import dict_layout_diagnostic, dict_parts_rules, dict_roles
 from .facts.patches import refusal_diagnostic as patch_refusal, unknown_return
 from .rules.planning import plan_rules, refused_patches
 from .facts.reach import unreachable_cache
@@ -224,6 +224,7 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
         )
 
     suppressed = NOTHING
+    dict_rules: list[Rule] = []
     if skips_file(code):  # `# cachemigrate: skip` in the file's header
         return done("skipped")
     if not _mentions_cache(code, era):
@@ -276,9 +277,21 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
         if refused:
             return done("failed", diags=[refused])
         first = before.legacy_uses()[0]
-        dict_parts = dict_layout_diagnostic(module, before, first, ruleset.era.name, path, locate)
-        if dict_parts is not None:  # a dict of attention parts per layer: recognised, refused at its first blocker
-            return done("failed", diags=[dict_parts])
+        # a dict of attention parts per layer: its era's rule moves it onto an EncoderDecoderCache, or it is
+        # refused at its first blocker
+        tiered = ruleset.for_tier(options.tier)
+        dict_rules = dict_parts_rules(module, before, first, tiered)
+        if dict_rules:  # its PreTrainedModel and heads: the rules for them apply as to any model's
+            before.roles.update(dict_roles(before))
+        refusal = None if dict_rules else dict_layout_diagnostic(module, before, first, era.name, path, locate, tiered)
+        if refusal is not None:
+            return done("failed", diags=[refusal])
+    if (
+        not dict_rules
+        and not (consumer_file or patch_file or over_library or before.roles["attention"])
+        and not (before.roles["base_model"])
+    ):
+        first = before.legacy_uses()[0]
         line, column = locate(first.node)
         idiom, excerpt = quote(first.idiom), source_line(code, line)
         return done(
@@ -301,7 +314,7 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
                 )
             ],
         )
-    if not consumer_file and not patch_file and not over_library and not before.roles["base_model"]:
+    if not dict_rules and not consumer_file and not patch_file and not over_library and not before.roles["base_model"]:
         return done(
             "failed", diags=[one_layer_diagnostic(module, before, path, locate) or _no_model(before, path, locate)]
         )
@@ -314,7 +327,7 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
         return _fix_hooks_then_migrate(module, before, ruleset, options, path, locate, hooks, done)
     if hooks:
         return done("failed", diags=hooks)
-    rules = ruleset.for_tier(options.tier)
+    rules = dict_rules or [rule for rule in ruleset.for_tier(options.tier) if rule.action != "dict_parts"]
     options = with_width(options, code)
     plan, matched, found, notes = plan_rules(module, before, rules, era, path, options, locate)
     refused = refused_patches(found, rules)  # a patch whose contract the era's releases do not agree on

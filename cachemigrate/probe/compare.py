@@ -125,7 +125,25 @@ def clone(value):
         return value.detach().clone()
     if isinstance(value, (tuple, list)):
         return type(value)(clone(v) for v in value)
+    if isinstance(value, dict):  # a past kept as dicts of parts (fairseq style)
+        return {key: clone(v) for key, v in value.items()}
     return value
+
+
+def past_layers(legacy) -> list:
+    """A legacy past's layers as tuples of tensors: a layer kept as a dict of parts (fairseq style) gives its parts'
+    tensors in order (the self part's keys and values, then the cross part's: the encoder-decoder family's
+    4-tuple), leaving out what a part keeps that is not a tensor; a tuple layer is as it is."""
+    import torch
+
+    def tensors(value):
+        if isinstance(value, torch.Tensor):
+            return [value]
+        if isinstance(value, dict):
+            return [t for v in value.values() for t in tensors(v)]
+        return []
+
+    return [tuple(tensors(layer)) if isinstance(layer, dict) else layer for layer in legacy]
 
 
 def pairs_of_cache_layout(legacy) -> bool:

@@ -87,6 +87,13 @@ class Replay:
             for index, (a, b) in enumerate(zip(original, migrated)):
                 self.close(a, b, f"{what}[{index}]")
             return
+        if isinstance(original, dict):  # a past kept as dicts of parts: the same parts and fields, each close
+            if not isinstance(migrated, dict) or list(original) != list(migrated):
+                got = f"{kind(migrated)} {list(migrated)}" if isinstance(migrated, dict) else kind(migrated)
+                raise CheckFailed(f"{what}: {got}, the original returned a dict {list(original)}")
+            for key in original:
+                self.close(original[key], migrated[key], f"{what}[{key!r}]")
+            return
         if original != migrated:
             raise CheckFailed(f"{what}: {migrated!r}, the original returned {original!r}")
 
@@ -143,6 +150,8 @@ def _clone(value):
         return value.clone()
     if isinstance(value, (tuple, list)):
         return type(value)(_clone(v) for v in value)
+    if isinstance(value, dict):  # a past kept as dicts of parts (fairseq style): the model may write into them
+        return {key: _clone(v) for key, v in value.items()}
     return value
 
 

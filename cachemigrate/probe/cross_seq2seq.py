@@ -10,10 +10,11 @@ against eager) or need what is not recorded (attention weights) are listed as sk
 
 from __future__ import annotations
 
-from .compare import CheckFailed, CheckInconclusive, CheckSkipped, kind, one_line
+from .compare import CheckFailed, CheckInconclusive, CheckSkipped, kind, one_line, past_layers
 from .compare import logits as _logits
 from .compare import past as _past
 from .context import MAX_NEW_TOKENS, PROMPT_LEN, STEPS
+from .cross_checks import _clone
 from .seq2seq import cross_targets, encoder_states
 
 RUN = (
@@ -81,8 +82,9 @@ def _run(target, model, seed: int) -> dict:
             start = 0 if given is None else end - 1
             out = model(**target.inputs(tokens[:, start:end], states, given, use_cache=True))
             given = _past(out)
-            steps.append({"logits": _logits(out), "past": given})
-        prompt_past = steps[0]["past"]
+            # a copy: a past of dicts is written into by the next step (fairseq style), a tuple past is not
+            steps.append({"logits": _logits(out), "past": _clone(given)})
+        prompt_past = _clone(steps[0]["past"])
         out = model(**target.inputs(tokens[:, PROMPT_LEN : PROMPT_LEN + 1], states, prompt_past, use_cache=False))
         no_cache = {"logits": _logits(out), "past_returned": _past(out) is not None}
         prompt = tokens[:, :2].clone()
@@ -156,8 +158,6 @@ def _stepwise(r, d: Decoder) -> str:
 
 
 def _no_cache(r, d: Decoder) -> str:
-    from .cross_checks import _clone
-
     out = d.call(PROMPT_LEN, PROMPT_LEN + 1, _clone(d.entry["steps"][0]["past"]), use_cache=False)
     r.close(d.entry["no_cache"]["logits"], _logits(out), "logits")
     if (_past(out) is not None) != d.entry["no_cache"]["past_returned"]:
@@ -177,7 +177,7 @@ def _cross_keys(cross) -> list:
 def _written_once(r, d: Decoder) -> str:
     from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
-    per_layer = len(d.entry["steps"][0]["past"][0])
+    per_layer = len(past_layers(d.entry["steps"][0]["past"])[0])
     if per_layer < 4:
         raise CheckSkipped(f"the original caches no cross-attention ({per_layer} tensors per layer)")
     cache, written = EncoderDecoderCache(DynamicCache(), DynamicCache()), None
@@ -190,8 +190,8 @@ def _written_once(r, d: Decoder) -> str:
         # as many positions as the original's tuple past holds in each part (end and ENCODER_LEN, unless the
         # original keeps something else there: BigBird's self-attention, handed the encoder states too, keeps the
         # encoder's keys in the self part)
-        expected_self = recorded["past"][0][0].shape[-2]
-        expected_cross = [layer[2].shape[-2] for layer in recorded["past"]]
+        expected_self = past_layers(recorded["past"])[0][0].shape[-2]
+        expected_cross = [layer[2].shape[-2] for layer in past_layers(recorded["past"])]
         if cache.get_seq_length() != expected_self:
             raise CheckFailed(f"step {i}: self-attention length {cache.get_seq_length()}, not {expected_self}")
         cross = cache.cross_attention_cache
@@ -220,7 +220,7 @@ def _self_only(r, d: Decoder) -> str:
         if _past(out) is not cache:
             raise CheckFailed(f"step {i}: returned {kind(_past(out))}, not the DynamicCache passed in")
         r.close(recorded["logits"], _logits(out), f"step {i} logits")
-        expected = recorded["past"][0][0].shape[-2]
+        expected = past_layers(recorded["past"])[0][0].shape[-2]
         if cache.get_seq_length() != expected:
             raise CheckFailed(f"step {i}: get_seq_length() is {cache.get_seq_length()}, not {expected}")
     return f"same object, grew to {cache.get_seq_length()} as the tuple past; logits within tolerance"

@@ -28,6 +28,12 @@ def forward_params(cls) -> list[str]:
     return list(inspect.signature(cls.forward).parameters)[1:]
 
 
+def _required(cls, name: str) -> bool:
+    """``cls.forward`` takes ``name`` without a default."""
+    parameter = inspect.signature(cls.forward).parameters.get(name)
+    return parameter is not None and parameter.default is inspect.Parameter.empty
+
+
 @dataclass(frozen=True)
 class CrossTarget:
     """A model class (of both files) that attends to encoder states, and how to call it."""
@@ -66,6 +72,8 @@ class CrossTarget:
         if self.kind == "seq2seq":
             # a tuple, as return_dict=False models and torch.jit.trace want it; return_dict models wrap it
             inputs = {"decoder_input_ids": tokens, "encoder_outputs": (states,)}
+            if _required(self.orig.model_class, "input_ids"):  # FSMT before 4.36: `forward(self, input_ids, ...)`,
+                inputs["input_ids"] = None  # which runs the encoder only when it is handed no encoder outputs
         else:
             inputs = {"input_ids": tokens, "encoder_hidden_states": states}
         return {**inputs, "past_key_values": past, **kwargs}

@@ -119,7 +119,10 @@ RULES = (
     ),
     Rule(("n_inner",), _const(None), keep_none=False),  # None: 4 x width
     Rule(
-        ("vocab_size", "decoder_vocab_size", "input_vocab_size", "output_vocab_size"), _const(VOCAB), keep_none=False
+        ("vocab_size", "decoder_vocab_size", "input_vocab_size", "output_vocab_size")
+        + ("src_vocab_size", "tgt_vocab_size"),  # FSMT: one vocabulary for each language
+        _const(VOCAB),
+        keep_none=False,
     ),
     Rule(
         ("n_positions", "max_position_embeddings", "n_ctx", "max_seq_len", "max_target_positions"), _const(POSITIONS)
@@ -233,7 +236,7 @@ def _shrink_nested(config, depth: int = 0) -> None:
 def vocab_of(config) -> int:
     """The number of input token ids of a config (Bark's sub-models call it ``input_vocab_size``; a head over a
     library model it builds from ``config.text_config``, as multimodal heads do, takes that model's tokens)."""
-    for name in ("vocab_size", "input_vocab_size"):
+    for name in ("vocab_size", "input_vocab_size", "src_vocab_size"):
         if isinstance(getattr(config, name, None), int):
             return getattr(config, name)
     text = getattr(config, "text_config", None)

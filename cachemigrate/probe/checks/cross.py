@@ -14,6 +14,7 @@ from ..compare import (
     logits,
     one_line,
     past,
+    past_layers,
     traced_against_eager,
 )
 from ..context import MAX_NEW_TOKENS, PROMPT_LEN, STEPS
@@ -45,7 +46,7 @@ def _reference(probe, target, original, states):
     for tokens in [prompt, *steps]:
         out = original(**target.inputs(tokens, states, given, use_cache=True))
         outs.append(out)
-        given = past(out)
+        given = clone(past(out))  # a copy: a past of dicts is written into by the next step (fairseq style)
     return outs
 
 
@@ -103,6 +104,7 @@ def cross_use_cache_false_with_past(probe) -> str:
 def _tuple_lengths(layers) -> tuple[int, list[int]]:
     """The positions a tuple past holds: its first layer's self-attention keys, and each layer's cross-attention
     keys (``(k, v, cross_k, cross_v)`` per layer)."""
+    layers = past_layers(layers)
     return layers[0][0].shape[-2], [layer[2].shape[-2] for layer in layers]
 
 
@@ -124,7 +126,7 @@ def cross_cache_written_once(probe) -> str:
             raise CheckSkipped(tuple_only_library_model(migrated))
         states = probe.states(target, original)
         reference = _reference(probe, target, original, states)
-        per_layer = len(past(reference[0])[0])
+        per_layer = len(past_layers(past(reference[0]))[0])
         if per_layer < 4:
             # GPT-2 with add_cross_attention recomputes the cross-attention every step: nothing is written once
             raise CheckSkipped(f"the original caches no cross-attention ({per_layer} tensors per layer)")
@@ -179,7 +181,9 @@ def cross_self_only_cache(probe) -> str:
             if past(out) is not cache:
                 raise CheckFailed(f"step {i}: returned {kind(past(out))}, not the DynamicCache passed in")
             expect_same(logits(reference[i]), logits(out), f"step {i} logits")
-            expected = past(reference[i])[0][0].shape[-2]  # the original's own self-attention keys at this step
+            expected = past_layers(past(reference[i]))[0][0].shape[
+                -2
+            ]  # the original's own self-attention keys at this step
             if cache.get_seq_length() != expected:
                 raise CheckFailed(f"step {i}: get_seq_length() is {cache.get_seq_length()}, not {expected}")
         return f"same object, grew to {cache.get_seq_length()} as the tuple past; logits equal the tuple path"
