@@ -12,7 +12,8 @@ order libcst visits them (recorded once per node type from libcst itself), and n
 - :func:`findall` is ``libcst.matchers.findall`` without metadata (the same nodes in the same order), and only
   tries the matcher on nodes of the types it can match; below a node of the tree given to :func:`index` (the
   file's original module) it reads them from that index instead of walking, and in a tree built from it (the
-  edited module) it walks only the nodes that are not the original's.
+  edited module) it walks only the nodes that are not the original's; a matcher of node types checks only the
+  fields it constrains (:func:`_predicate`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Iterator
 import libcst as cst
 import libcst.matchers as m
 from libcst import CSTNode
-from libcst.matchers._matcher_base import _construct_metadata_fetcher_null, _matches
+from libcst.matchers._matcher_base import _attribute_matches, _construct_metadata_fetcher_null, _matches
 
 _NO_METADATA = _construct_metadata_fetcher_null()
 
@@ -215,6 +216,47 @@ def _mixed(tree: CSTNode, kinds: frozenset[str] | None, indexed: _Index) -> list
     return found
 
 
+def _plain(matcher: object) -> tuple[str, tuple[tuple[str, object], ...]] | None:
+    """(the node type's name, the fields it constrains) of a matcher of one node type that constrains no metadata
+    (``m.Name()``, ``m.Assign(targets=[...])``); None for any other matcher."""
+    kinds = matcher_kinds(matcher)
+    if kinds is None or len(kinds) != 1 or isinstance(matcher, (m.OneOf, m.TypeOf)):
+        return None
+    constrained = []
+    for field in dataclasses.fields(matcher):
+        desired = getattr(matcher, field.name)
+        if field.name == "_metadata" or isinstance(desired, m.DoNotCareSentinel):
+            continue
+        if field.name == "metadata":
+            return None
+        constrained.append((field.name, desired))
+    return next(iter(kinds)), tuple(constrained)
+
+
+def _predicate(matcher: object):
+    """``lambda node: _matches(node, matcher, no metadata) is not None`` for the nodes :func:`findall` tries,
+    answered the same way: a matcher of one node type (or a ``OneOf``/``TypeOf`` of such) checks the node's type
+    and only the fields it constrains, where libcst's ``_node_matches`` reads every field of the matcher (one
+    ``dataclasses.fields`` call and one comparison per field, per node) and merges the captures, which findall
+    never reads. A node matched here is never a ``MaybeSentinel`` (findall yields nodes)."""
+    options = matcher.options if isinstance(matcher, (m.OneOf, m.TypeOf)) else (matcher,)
+    plains = [_plain(option) for option in options]
+    if any(plain is None for plain in plains):
+        return lambda node: _matches(node, matcher, _NO_METADATA) is not None
+
+    def matches(node: CSTNode) -> bool:
+        name = type(node).__name__
+        for kind, constrained in plains:
+            if name == kind and all(
+                _attribute_matches(getattr(node, field), desired, _NO_METADATA) is not None
+                for field, desired in constrained
+            ):
+                return True
+        return False
+
+    return matches
+
+
 def findall(tree: object, matcher: object) -> list[CSTNode]:
     """``libcst.matchers.findall(tree, matcher)``: every node of ``tree`` (itself included) that matches."""
     if not isinstance(tree, CSTNode) or isinstance(matcher, (m.AtLeastN, m.AtMostN)):
@@ -224,14 +266,14 @@ def findall(tree: object, matcher: object) -> list[CSTNode]:
         candidates = _INDEX[0].candidates(tree, kinds)
         if candidates is None:  # a tree built from the original one (the migrated module): its original subtrees
             candidates = _mixed(tree, kinds, _INDEX[0])
-        return [node for node in candidates if _matches(node, matcher, _NO_METADATA) is not None]
-    if kinds is None:
-        return [node for node in nodes(tree) if _matches(node, matcher, _NO_METADATA) is not None]
-    return [
-        node
-        for node in nodes(tree)
-        if type(node).__name__ in kinds and _matches(node, matcher, _NO_METADATA) is not None
-    ]
+    elif kinds is None:
+        candidates = list(nodes(tree))
+    else:
+        candidates = [node for node in nodes(tree) if type(node).__name__ in kinds]
+    if not candidates:
+        return candidates
+    matches = _predicate(matcher)
+    return [node for node in candidates if matches(node)]
 
 
 def parents(root: CSTNode) -> dict[CSTNode, CSTNode]:

@@ -89,6 +89,16 @@ def test_findall_is_libcsts():
         m.DoesNotMatch(m.Name()),
         m.BaseExpression(),
         m.Module(),
+        # matchers of node types that constrain some fields: only those are checked (traverse._predicate)
+        m.Assign(targets=[m.AssignTarget(m.Name())]),
+        m.Call(func=m.Attribute(attr=m.Name("cat"))),
+        m.Name(value=m.MatchIfTrue(lambda value: value.startswith("p"))),
+        m.Subscript(value=m.Name("past")) | m.Attribute(value=m.Name("os")),
+        m.TypeOf(m.Name, m.Attribute)(),
+        m.Param(default=None),
+        m.Comparison(comparisons=[m.ZeroOrMore(), m.ComparisonTarget(m.IsNot())]),
+        m.SaveMatchedNode(m.Name(), "saved"),
+        m.Lambda(params=m.DoesNotMatch(m.Parameters(params=[]))),
     ]
     for matcher in matchers:
         assert _same(traverse.findall(module, matcher), m.findall(module, matcher)), matcher
