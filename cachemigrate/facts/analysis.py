@@ -43,15 +43,15 @@ from .patches import library_subclasses, patch_functions
 from .roles import assign_roles
 from .heads import generating_heads, library_heads, pretrained_bases
 from .one_layer import single_layers
-from ..traverse import findall, parents, walk
+from ..traverse import findall, walk
 from .uses import (  # noqa: F401 (re-exported: the use kinds and their vocabulary)
     CACHE_ONLY_ATTRIBUTES,
     CHECKING_BUILTINS,
     CONSUMING_BUILTINS,
     GUARD_TYPES,
     CacheUse,
-    _TupleAliasFinder,
     _UseCollector,
+    tuple_aliases,
 )
 
 # --------------------------------------------------------------------------------------------------------------
@@ -287,19 +287,20 @@ def _class_aliases(init: cst.FunctionDef) -> dict[str, list[str]]:
 def analyze(module: cst.Module, cache_names: Sequence[str], only: set[str] | None = None) -> ModuleInfo:
     """Classes, functions, cache uses and roles of a parsed module.
 
-    Metadata is computed per function that has a cache parameter (parents only), never for the whole file;
-    positions are resolved later, and only for what is reported (:class:`Locator`). With ``only`` (qualified
-    names), the uses of just those functions are collected, and nothing else: no roles, no module globals (the
-    re-check of the edited functions, :func:`cachemigrate.proof.leftovers.leftover_diagnostics`, reads their uses
-    only; the library facts behind the roles each cost a walk of the module)."""
+    Each function that has a cache parameter is walked once, for its uses (the parents they read are recorded on
+    the way), after its tuple aliases were read off its assignments; no metadata is computed: positions are
+    resolved later, and only for what is reported (:class:`Locator`). With ``only`` (qualified names), the uses of
+    just those functions are collected, and nothing else: no roles, no module globals (the re-check of the edited
+    functions, :func:`cachemigrate.proof.leftovers.leftover_diagnostics`, reads their uses only; the library facts
+    behind the roles each cost a walk of the module)."""
     structure = _Structure(cache_names)
     structure.run(module)
     for info, node in structure.function_nodes:
         if not info.cache_params or (only is not None and info.qualname not in only):
             continue
         names = set(info.cache_params)
-        walk(node, _TupleAliasFinder(names))
-        collector = _UseCollector(parents(cst.Module(body=[node])), info, names)
+        tuple_aliases(node, names)
+        collector = _UseCollector(node, info, names)
         walk(node.body, collector)
         info.cache_names = set(collector.names)
     if only is not None:
