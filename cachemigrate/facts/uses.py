@@ -62,16 +62,15 @@ class _UseCollector(cst.CSTVisitor):
         self.rebound: dict[cst.CSTNode, set[str]] = {}
         self.active: list[set[str]] = []  # the variables rebound around the node being visited
         self.shadowing: list[cst.CSTNode] = []  # nested functions whose parameters shadow a cache name
-        # each node's parent, recorded as the walk of the function's body enters it (the body's own, the function's
-        # and that of the module holding the function, as traverse.parents of that module gives them, beforehand)
+        # each node's parent, recorded as the walk of the body enters it (the body's, the function's and the module's
+        # beforehand, as traverse.parents of a module holding the function gives them)
         module = cst.Module(body=[function])
         self.parents: dict[cst.CSTNode, cst.CSTNode | None] = {function.body: function, function: module, module: None}
         self.path: list[cst.CSTNode] = []  # the walk's nodes, down to the one being visited
         self.everywhere: dict[cst.CSTNode, cst.CSTNode] | None = None
 
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
-        """``traverse.parents`` of the module holding the function, for ``node``: recorded by the walk for the
-        nodes it entered (every lookup here is of the visited node's ancestors), computed whole otherwise."""
+        """Recorded for a node the walk entered (the lookups here are of its ancestors), else computed whole."""
         if node in self.parents:
             return self.parents[node]
         if self.everywhere is None:
@@ -342,9 +341,8 @@ class _UseCollector(cst.CSTVisitor):
 
 
 def tuple_aliases(function: cst.FunctionDef, names: set[str]) -> None:
-    """``block, layer = self.h[i], past_key_values`` binds ``layer`` to the cache: element-wise aliasing. Adds the
-    aliases to ``names``, the function's assignments read in code order (a :func:`findall`: below the file's
-    original nodes, a slice of its index, not a walk)."""
+    """``block, layer = self.h[i], past_key_values`` binds ``layer`` to the cache (added to ``names``): the
+    assignments in code order, a :func:`findall` (below the original nodes, a slice of its index, not a walk)."""
     for node in findall(function, m.Assign()):
         for target in node.targets:
             if isinstance(target.target, cst.Tuple) and isinstance(node.value, cst.Tuple):
