@@ -91,8 +91,9 @@ class _Structure:
     Only the statement structure is walked (classes, functions, and the blocks of ``if``/``try`` around them);
     function bodies are not visited here."""
 
-    def __init__(self, cache_names: Sequence[str]) -> None:
+    def __init__(self, cache_names: Sequence[str], uses_only: bool = False) -> None:
         self.cache_names = list(cache_names)
+        self.uses_only = uses_only  # the functions and methods only: no submodules read off the ``__init__``s
         self.tables: dict[str, list[str]] = {}  # NAME = {"eager": A, "sdpa": B}: class choice tables
         self.classes: dict[str, ClassInfo] = {}
         self.functions: dict[str, FunctionInfo] = {}
@@ -138,7 +139,7 @@ class _Structure:
         self.function_nodes.append((info, node))
         if cls is not None:
             cls.methods[info.name] = info
-            if info.name == "__init__":
+            if info.name == "__init__" and not self.uses_only:
                 self._collect_submodules(cls, node)
 
     def _collect_submodules(self, cls: ClassInfo, init: cst.FunctionDef) -> None:
@@ -290,10 +291,10 @@ def analyze(module: cst.Module, cache_names: Sequence[str], only: set[str] | Non
     Each function that has a cache parameter is walked once, for its uses (the parents they read are recorded on
     the way), after its tuple aliases were read off its assignments; no metadata is computed: positions are
     resolved later, and only for what is reported (:class:`Locator`). With ``only`` (qualified names), the uses of
-    just those functions are collected, and nothing else: no roles, no module globals (the re-check of the edited
-    functions, :func:`cachemigrate.proof.leftovers.leftover_diagnostics`, reads their uses only; the library facts
-    behind the roles each cost a walk of the module)."""
-    structure = _Structure(cache_names)
+    just those functions are collected, and nothing else: no roles, no module globals, no submodules (the
+    re-check of the edited functions, :func:`cachemigrate.proof.leftovers.leftover_diagnostics`, reads their
+    uses only; the library facts behind the roles each cost a walk of the module)."""
+    structure = _Structure(cache_names, uses_only=only is not None)
     structure.run(module)
     for info, node in structure.function_nodes:
         if not info.cache_params or (only is not None and info.qualname not in only):
