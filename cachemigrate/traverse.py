@@ -12,7 +12,7 @@ order libcst visits them (recorded once per node type from libcst itself), and n
 - :func:`findall` is ``libcst.matchers.findall`` without metadata (the same nodes in the same order), and only
   tries the matcher on nodes of the types it can match; below a node of the tree given to :func:`index` (the
   file's original module) it reads them from that index instead of walking, and in a tree built from it (the
-  edited module) it walks only the nodes that are not the original's; a matcher of node types checks only the
+  edited module) it walks only the nodes that are not the original's, once per module; a matcher of node types checks only the
   fields it constrains (:func:`_predicate`).
 """
 
@@ -195,6 +195,24 @@ def index(root: CSTNode) -> None:
     """Index ``root`` (the original module of the file being migrated; it replaces the previous one) for
     :func:`findall`. Its nodes are never rebuilt (libcst nodes are immutable), so the index stays right."""
     _INDEX[:] = [_Index(root)]
+    _BUILT.clear()
+
+
+_BUILT: dict[int, tuple[CSTNode, list[CSTNode]]] = {}  # the last trees built from the original: every node
+
+
+def _built(tree: CSTNode, kinds: frozenset[str] | None, indexed: _Index) -> list[CSTNode]:
+    """:func:`_mixed` for a whole module built from the original (the migrated one), read by several findalls:
+    its nodes are listed once (:func:`_mixed`) and each findall picks its types from that list."""
+    if not isinstance(tree, cst.Module):
+        return _mixed(tree, kinds, indexed)
+    found = _BUILT.get(id(tree))
+    if found is None or found[0] is not tree:
+        if len(_BUILT) > 1:
+            _BUILT.clear()
+        found = _BUILT[id(tree)] = (tree, _mixed(tree, None, indexed))  # the tree is kept: its id stays its own
+    every = found[1]
+    return list(every) if kinds is None else [node for node in every if type(node).__name__ in kinds]
 
 
 def _mixed(tree: CSTNode, kinds: frozenset[str] | None, indexed: _Index) -> list[CSTNode]:
@@ -265,7 +283,7 @@ def findall(tree: object, matcher: object) -> list[CSTNode]:
     if _INDEX:
         candidates = _INDEX[0].candidates(tree, kinds)
         if candidates is None:  # a tree built from the original one (the migrated module): its original subtrees
-            candidates = _mixed(tree, kinds, _INDEX[0])
+            candidates = _built(tree, kinds, _INDEX[0])
     elif kinds is None:
         candidates = list(nodes(tree))
     else:

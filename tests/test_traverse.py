@@ -112,7 +112,9 @@ def test_findall_from_the_index_is_libcsts():
     traverse.index(module)
     function = next(n for n in traverse.nodes(module) if isinstance(n, cst.FunctionDef))
     built = cst.parse_expression("f(a, b[0])")  # not in the index: walked
-    for tree in (module, function, function.body, function.params, built):
+    # a module built from the original (one statement replaced): its new nodes walked once, the rest from the index
+    edited = module.with_changes(body=[*module.body[:-1], cst.parse_statement("x = g(y)[0]\n")])
+    for tree in (module, function, function.body, function.params, built, edited, edited):
         for matcher in (m.Name(), m.Call() | m.Subscript() | m.Lambda(), m.MatchIfTrue(lambda n: True), m.Arg()):
             assert _same(traverse.findall(tree, matcher), m.findall(tree, matcher)), (tree, matcher)
 
