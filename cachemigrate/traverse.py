@@ -12,8 +12,8 @@ order libcst visits them (recorded once per node type from libcst itself), and n
 - :func:`findall` is ``libcst.matchers.findall`` without metadata (the same nodes in the same order), and only
   tries the matcher on nodes of the types it can match; below a node of the tree given to :func:`index` (the
   file's original module) it reads them from that index instead of walking, and in a tree built from it (the
-  edited module) it walks only the nodes that are not the original's, once per module; a matcher of node types checks only the
-  fields it constrains (:func:`_predicate`).
+  edited module) it walks only the nodes that are not the original's, once per module; a matcher of node types
+  checks only the fields it constrains (:func:`_predicate`).
 """
 
 from __future__ import annotations
