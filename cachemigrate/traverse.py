@@ -8,7 +8,7 @@ order libcst visits them (recorded once per node type from libcst itself), and n
 - :func:`walk` is ``node.visit(visitor)`` for a visitor that only reads (the same ``on_visit``/``on_leave`` calls
   in the same order; the ``visit_<Node>_<attribute>`` hooks are not called: no visitor here defines one), and
   :func:`walk_many` the same for several visitors in one walk;
-- :func:`children` is ``node.children``;
+- :func:`children` is ``node.children``; :func:`parents` and :func:`positions` are libcst's metadata;
 - :func:`findall` is ``libcst.matchers.findall`` without metadata (the same nodes in the same order), and only
   tries the matcher on nodes of the types it can match; below a node of the tree given to :func:`index` (the
   file's original module) it reads them from that index instead of walking, and in a tree built from it (the
@@ -26,6 +26,7 @@ import libcst as cst
 import libcst.matchers as m
 from libcst import CSTNode
 from libcst.matchers._matcher_base import _attribute_matches, _construct_metadata_fetcher_null, _matches
+from libcst.metadata import CodeRange, PositionProvider
 
 _NO_METADATA = _construct_metadata_fetcher_null()
 
@@ -292,6 +293,16 @@ def findall(tree: object, matcher: object) -> list[CSTNode]:
         return candidates
     matches = _predicate(matcher)
     return [node for node in candidates if matches(node)]
+
+
+def positions(module: cst.Module) -> dict[CSTNode, CodeRange]:
+    """``MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)``: the same positions, from the
+    one generation of the module's text that computes them. libcst's resolver first runs a batched visit of the
+    whole tree for its batchable providers, even when there is none (a walk that rebuilds every node)."""
+    provider = PositionProvider()
+    provider._computed = {}
+    provider._gen_impl(module)
+    return provider._computed
 
 
 def parents(root: CSTNode) -> dict[CSTNode, CSTNode]:

@@ -5,7 +5,7 @@ import textwrap
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.metadata import MetadataWrapper, ParentNodeProvider
+from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
 
 from cachemigrate import traverse
 
@@ -75,6 +75,9 @@ def test_walk_children_and_parents_are_libcsts():
     libcst_parents = MetadataWrapper(module, unsafe_skip_copy=True).resolve(ParentNodeProvider)
     ours = traverse.parents(module)
     assert set(ours) == set(libcst_parents) and all(ours[n] is libcst_parents[n] for n in ours)
+    libcst_positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    placed = traverse.positions(module)
+    assert set(placed) == set(libcst_positions) and all(placed[n] == libcst_positions[n] for n in placed)
 
 
 def test_findall_is_libcsts():

@@ -34,7 +34,6 @@ from typing import Iterable, Sequence
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from ..views.patterns import code_of
 from .model import ClassInfo, FunctionInfo, ModuleInfo  # noqa: F401 (re-exported)
@@ -43,7 +42,7 @@ from .patches import library_subclasses, patch_functions
 from .roles import assign_roles
 from .heads import generating_heads, library_heads, pretrained_bases
 from .one_layer import single_layers
-from ..traverse import findall, walk
+from ..traverse import findall, positions, walk
 from .uses import (  # noqa: F401 (re-exported: the use kinds and their vocabulary)
     CACHE_ONLY_ATTRIBUTES,
     CHECKING_BUILTINS,
@@ -367,7 +366,7 @@ class Locator:
         if node is None:
             return 1, 1
         if self._positions is None:
-            self._positions = MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(PositionProvider)
+            self._positions = positions(self.module)
         start = self._positions[node].start
         return start.line, start.column + 1
 
