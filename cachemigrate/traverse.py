@@ -8,11 +8,12 @@ order libcst visits them (recorded once per node type from libcst itself), and n
 - :func:`walk` is ``node.visit(visitor)`` for a visitor that only reads (the same ``on_visit``/``on_leave`` calls
   in the same order; the ``visit_<Node>_<attribute>`` hooks are not called: no visitor here defines one), and
   :func:`walk_many` the same for several visitors in one walk;
-- :func:`children` is ``node.children``;
+- :func:`children` is ``node.children``; :func:`parents` and :func:`positions` are libcst's metadata;
 - :func:`findall` is ``libcst.matchers.findall`` without metadata (the same nodes in the same order), and only
   tries the matcher on nodes of the types it can match; below a node of the tree given to :func:`index` (the
   file's original module) it reads them from that index instead of walking, and in a tree built from it (the
-  edited module) it walks only the nodes that are not the original's.
+  edited module) it walks only the nodes that are not the original's, once per module; a matcher of node types
+  checks only the fields it constrains (:func:`_predicate`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from typing import Iterator
 import libcst as cst
 import libcst.matchers as m
 from libcst import CSTNode
-from libcst.matchers._matcher_base import _construct_metadata_fetcher_null, _matches
+from libcst.matchers._matcher_base import _attribute_matches, _construct_metadata_fetcher_null, _matches
+from libcst.metadata import CodeRange, PositionProvider
 
 _NO_METADATA = _construct_metadata_fetcher_null()
 
@@ -194,6 +196,24 @@ def index(root: CSTNode) -> None:
     """Index ``root`` (the original module of the file being migrated; it replaces the previous one) for
     :func:`findall`. Its nodes are never rebuilt (libcst nodes are immutable), so the index stays right."""
     _INDEX[:] = [_Index(root)]
+    _BUILT.clear()
+
+
+_BUILT: dict[int, tuple[CSTNode, list[CSTNode]]] = {}  # the last trees built from the original: every node
+
+
+def _built(tree: CSTNode, kinds: frozenset[str] | None, indexed: _Index) -> list[CSTNode]:
+    """:func:`_mixed` for a whole module built from the original (the migrated one), read by several findalls:
+    its nodes are listed once (:func:`_mixed`) and each findall picks its types from that list."""
+    if not isinstance(tree, cst.Module):
+        return _mixed(tree, kinds, indexed)
+    found = _BUILT.get(id(tree))
+    if found is None or found[0] is not tree:
+        if len(_BUILT) > 1:
+            _BUILT.clear()
+        found = _BUILT[id(tree)] = (tree, _mixed(tree, None, indexed))  # the tree is kept: its id stays its own
+    every = found[1]
+    return list(every) if kinds is None else [node for node in every if type(node).__name__ in kinds]
 
 
 def _mixed(tree: CSTNode, kinds: frozenset[str] | None, indexed: _Index) -> list[CSTNode]:
@@ -215,6 +235,47 @@ def _mixed(tree: CSTNode, kinds: frozenset[str] | None, indexed: _Index) -> list
     return found
 
 
+def _plain(matcher: object) -> tuple[str, tuple[tuple[str, object], ...]] | None:
+    """(the node type's name, the fields it constrains) of a matcher of one node type that constrains no metadata
+    (``m.Name()``, ``m.Assign(targets=[...])``); None for any other matcher."""
+    kinds = matcher_kinds(matcher)
+    if kinds is None or len(kinds) != 1 or isinstance(matcher, (m.OneOf, m.TypeOf)):
+        return None
+    constrained = []
+    for field in dataclasses.fields(matcher):
+        desired = getattr(matcher, field.name)
+        if field.name == "_metadata" or isinstance(desired, m.DoNotCareSentinel):
+            continue
+        if field.name == "metadata":
+            return None
+        constrained.append((field.name, desired))
+    return next(iter(kinds)), tuple(constrained)
+
+
+def _predicate(matcher: object):
+    """``lambda node: _matches(node, matcher, no metadata) is not None`` for the nodes :func:`findall` tries,
+    answered the same way: a matcher of one node type (or a ``OneOf``/``TypeOf`` of such) checks the node's type
+    and only the fields it constrains, where libcst's ``_node_matches`` reads every field of the matcher (one
+    ``dataclasses.fields`` call and one comparison per field, per node) and merges the captures, which findall
+    never reads. A node matched here is never a ``MaybeSentinel`` (findall yields nodes)."""
+    options = matcher.options if isinstance(matcher, (m.OneOf, m.TypeOf)) else (matcher,)
+    plains = [_plain(option) for option in options]
+    if any(plain is None for plain in plains):
+        return lambda node: _matches(node, matcher, _NO_METADATA) is not None
+
+    def matches(node: CSTNode) -> bool:
+        name = type(node).__name__
+        for kind, constrained in plains:
+            if name == kind and all(
+                _attribute_matches(getattr(node, field), desired, _NO_METADATA) is not None
+                for field, desired in constrained
+            ):
+                return True
+        return False
+
+    return matches
+
+
 def findall(tree: object, matcher: object) -> list[CSTNode]:
     """``libcst.matchers.findall(tree, matcher)``: every node of ``tree`` (itself included) that matches."""
     if not isinstance(tree, CSTNode) or isinstance(matcher, (m.AtLeastN, m.AtMostN)):
@@ -223,15 +284,25 @@ def findall(tree: object, matcher: object) -> list[CSTNode]:
     if _INDEX:
         candidates = _INDEX[0].candidates(tree, kinds)
         if candidates is None:  # a tree built from the original one (the migrated module): its original subtrees
-            candidates = _mixed(tree, kinds, _INDEX[0])
-        return [node for node in candidates if _matches(node, matcher, _NO_METADATA) is not None]
-    if kinds is None:
-        return [node for node in nodes(tree) if _matches(node, matcher, _NO_METADATA) is not None]
-    return [
-        node
-        for node in nodes(tree)
-        if type(node).__name__ in kinds and _matches(node, matcher, _NO_METADATA) is not None
-    ]
+            candidates = _built(tree, kinds, _INDEX[0])
+    elif kinds is None:
+        candidates = list(nodes(tree))
+    else:
+        candidates = [node for node in nodes(tree) if type(node).__name__ in kinds]
+    if not candidates:
+        return candidates
+    matches = _predicate(matcher)
+    return [node for node in candidates if matches(node)]
+
+
+def positions(module: cst.Module) -> dict[CSTNode, CodeRange]:
+    """``MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)``: the same positions, from the
+    one generation of the module's text that computes them. libcst's resolver first runs a batched visit of the
+    whole tree for its batchable providers, even when there is none (a walk that rebuilds every node)."""
+    provider = PositionProvider()
+    provider._computed = {}
+    provider._gen_impl(module)
+    return provider._computed
 
 
 def parents(root: CSTNode) -> dict[CSTNode, CSTNode]:

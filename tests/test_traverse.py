@@ -5,7 +5,7 @@ import textwrap
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.metadata import MetadataWrapper, ParentNodeProvider
+from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
 
 from cachemigrate import traverse
 
@@ -75,6 +75,9 @@ def test_walk_children_and_parents_are_libcsts():
     libcst_parents = MetadataWrapper(module, unsafe_skip_copy=True).resolve(ParentNodeProvider)
     ours = traverse.parents(module)
     assert set(ours) == set(libcst_parents) and all(ours[n] is libcst_parents[n] for n in ours)
+    libcst_positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    placed = traverse.positions(module)
+    assert set(placed) == set(libcst_positions) and all(placed[n] == libcst_positions[n] for n in placed)
 
 
 def test_findall_is_libcsts():
@@ -89,6 +92,16 @@ def test_findall_is_libcsts():
         m.DoesNotMatch(m.Name()),
         m.BaseExpression(),
         m.Module(),
+        # matchers of node types that constrain some fields: only those are checked (traverse._predicate)
+        m.Assign(targets=[m.AssignTarget(m.Name())]),
+        m.Call(func=m.Attribute(attr=m.Name("cat"))),
+        m.Name(value=m.MatchIfTrue(lambda value: value.startswith("p"))),
+        m.Subscript(value=m.Name("past")) | m.Attribute(value=m.Name("os")),
+        m.TypeOf(m.Name, m.Attribute)(),
+        m.Param(default=None),
+        m.Comparison(comparisons=[m.ZeroOrMore(), m.ComparisonTarget(m.IsNot())]),
+        m.SaveMatchedNode(m.Name(), "saved"),
+        m.Lambda(params=m.DoesNotMatch(m.Parameters(params=[]))),
     ]
     for matcher in matchers:
         assert _same(traverse.findall(module, matcher), m.findall(module, matcher)), matcher
@@ -102,7 +115,9 @@ def test_findall_from_the_index_is_libcsts():
     traverse.index(module)
     function = next(n for n in traverse.nodes(module) if isinstance(n, cst.FunctionDef))
     built = cst.parse_expression("f(a, b[0])")  # not in the index: walked
-    for tree in (module, function, function.body, function.params, built):
+    # a module built from the original (one statement replaced): its new nodes walked once, the rest from the index
+    edited = module.with_changes(body=[*module.body[:-1], cst.parse_statement("x = g(y)[0]\n")])
+    for tree in (module, function, function.body, function.params, built, edited, edited):
         for matcher in (m.Name(), m.Call() | m.Subscript() | m.Lambda(), m.MatchIfTrue(lambda n: True), m.Arg()):
             assert _same(traverse.findall(tree, matcher), m.findall(tree, matcher)), (tree, matcher)
 

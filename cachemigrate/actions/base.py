@@ -14,6 +14,7 @@ import libcst as cst
 from ..diagnostics import Diagnostic
 from ..edit.edits import Edit, Replace, Resolve, Splice, remove
 from ..traverse import children, walk
+from .where import Where, arrive, depart, node_kind
 
 if TYPE_CHECKING:
     from ..facts.analysis import ModuleInfo
@@ -115,49 +116,6 @@ class Action:
         """Called once every rule has planned, with all their edits: a last adjustment of this action's own."""
 
 
-class Where:
-    """Where a walk is: the module down to the node being visited (inclusive), the class and the functions it is
-    in, the indentation depth of the statements being visited. A planner's own, or shared by every planner of one
-    walk (:mod:`cachemigrate.actions.together`): a planner is only called at nodes it visits, where both agree."""
-
-    __slots__ = ("stack", "class_stack", "function_stack", "depth")
-
-    def __init__(self) -> None:
-        self.stack: list[cst.CSTNode] = []
-        self.class_stack: list[str] = []
-        self.function_stack: list[str] = []
-        self.depth = 0
-
-
-_KINDS: dict[type, tuple[bool, bool, bool, bool]] = {}
-
-
-def node_kind(kind: type) -> tuple[bool, bool, bool, bool]:
-    """(class, function, statement, indented block) for a node type: ``isinstance`` answered once per type (libcst's
-    node classes are ABCs, whose ``isinstance`` costs a Python call each time)."""
-    facts = _KINDS.get(kind)
-    if facts is None:
-        facts = _KINDS[kind] = (
-            issubclass(kind, cst.ClassDef),
-            issubclass(kind, cst.FunctionDef),
-            issubclass(kind, cst.BaseStatement),
-            issubclass(kind, cst.IndentedBlock),
-        )
-    return facts
-
-
-_SUBTYPES: dict[tuple[type, type | tuple[type, ...]], bool] = {}
-
-
-def is_a(node: object, cls: type | tuple[type, ...]) -> bool:
-    """``isinstance(node, cls)``, answered once per node type and class (libcst's node classes are ABCs)."""
-    key = (type(node), cls)
-    found = _SUBTYPES.get(key)
-    if found is None:
-        found = _SUBTYPES[key] = issubclass(type(node), cls)
-    return found
-
-
 class Planner(cst.CSTVisitor):
     """A visitor of the original tree that knows the class and top-level function it is in and the path from the
     module down to the current node, to plan edits only within the rule's scope.
@@ -180,6 +138,7 @@ class Planner(cst.CSTVisitor):
         self.ctx = action.ctx
         self.where = Where()
         self._hooks: dict[type, tuple[Callable | None, Callable | None]] = {}
+        self._enters: dict[type, bool] = {}
 
     @property
     def stack(self) -> list[cst.CSTNode]:
@@ -282,7 +241,13 @@ class Planner(cst.CSTVisitor):
         return True
 
     def enter(self, node: cst.CSTNode) -> bool:
-        """Called at each node visited, after its ``visit_<Node>`` did not return False: False skips the children."""
+        """Called at each node visited whose type it :meth:`enters`, after its ``visit_<Node>`` did not return
+        False: False skips the children."""
+        return True
+
+    def enters(self, kind: type) -> bool:
+        """Whether :meth:`enter` can do anything at a node of this type (asked once per type): where it cannot, it
+        is not called, and the walk goes on into the node's children as if it had returned True."""
         return True
 
     def on_visit(self, node: cst.CSTNode) -> bool:
@@ -294,7 +259,10 @@ class Planner(cst.CSTVisitor):
         visit = self.hooks(kind)[0]
         if visit is not None and visit(node) is False:
             return False
-        return self.enter(node)
+        enters = self._enters.get(kind)
+        if enters is None:
+            enters = self._enters[kind] = self.enters(kind)
+        return self.enter(node) if enters else True
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
         leave = self.hooks(type(original_node))[1]
@@ -352,41 +320,6 @@ def descend(root: cst.CSTNode, node: cst.CSTNode) -> tuple[cst.CSTNode, ...] | N
         if found is not None:
             return (child, *found)
     return None
-
-
-def arrive(where: Where, node: cst.CSTNode, kind: tuple[bool, bool, bool, bool]) -> tuple[str | None, str | None]:
-    """Enter ``node`` (whose :func:`node_kind` is ``kind``): push it, its class or function, count its block.
-    Returns what :meth:`Planner.skips` reads: which stack moved ("class", "function", "statement" for another
-    module-level statement, or None) and the class's name."""
-    where.stack.append(node)
-    is_class, is_function, is_statement, is_block = kind
-    moved = name = None
-    if is_class and not where.function_stack:
-        name = node.name.value
-        where.class_stack.append(name)
-        moved = "class"
-    elif is_function:
-        class_stack, function_stack = where.class_stack, where.function_stack
-        owner = class_stack[-1] if len(class_stack) == 1 and not function_stack else None
-        function_stack.append(f"{owner}.{node.name.value}" if owner else node.name.value)
-        moved = "function"
-    elif is_statement and not where.class_stack and not where.function_stack:
-        return "statement", None  # module-level statements other than classes and functions
-    if is_block:
-        where.depth += 1
-    return moved, name
-
-
-def depart(where: Where, kind: tuple[bool, bool, bool, bool]) -> None:
-    """Leave the node :func:`arrive` entered (once its ``leave_<Node>`` hooks ran)."""
-    is_class, is_function, _, is_block = kind
-    if is_block:
-        where.depth -= 1
-    if is_function:
-        where.function_stack.pop()
-    elif is_class and not where.function_stack:
-        where.class_stack.pop()
-    where.stack.pop()
 
 
 def captured_nodes(values: Mapping[str, object]) -> list[cst.CSTNode]:

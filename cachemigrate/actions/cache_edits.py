@@ -29,8 +29,9 @@ from ..facts.consumers import (
 )
 from ..facts.uses import CACHE_GUARD
 from ..traverse import findall
-from .base import Action, Planner, is_a
+from .base import Action, Planner
 from .replace_expression import LOOSE, _is_operand
+from .where import is_a
 
 CONSTRUCTS = ("length", "layer", "rollback", "window", "iterate")
 _AXES = {0: "the batch", 1: "the heads", 3: "the head dimension", -1: "the head dimension", -3: "the heads"}

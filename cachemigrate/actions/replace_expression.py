@@ -16,7 +16,8 @@ from ..views.patterns import (
     match_statements,
 )
 from ..views.negation import negated
-from .base import Action, Planner, captured_nodes, is_a
+from .base import Action, Planner, captured_nodes
+from .where import is_a
 from ..facts.uses import CACHE_GUARD
 from .helpers import check_templates, rule_templates
 from .scope import PARAM as INSIDE_IF, IfScope, check_inside_if
@@ -202,6 +203,17 @@ class _Planner(Planner):
                 if match_statements(self.action.barrier, statements, index, bound) is not None:
                     found.add(block.body[view.start])
         return found
+
+    def enters(self, kind: type) -> bool:
+        """Expressions (a match, a guarded branch, a guard), an ``assert``'s test, and where this rule has a
+        barrier, the statements that can start it (and with ``only_after``, the assignments that can rebind the
+        cache); at any other node :meth:`enter` does nothing (past the barrier it would skip the node, and it skips
+        each expression below it instead)."""
+        if issubclass(kind, (cst.BaseExpression, cst.Assert)):
+            return True
+        if self.action.barrier is not None and issubclass(kind, cst.BaseStatement):
+            return True
+        return self.action.after and issubclass(kind, (cst.Assign, cst.AugAssign, cst.AnnAssign))
 
     def enter(self, node) -> bool:
         if self.guarded and node in self.guarded:

@@ -7,9 +7,10 @@ of them:
 - where it is (the path from the module, the class and function stacks, the depth): one :class:`Where` shared by
   every planner, since a planner is only called at the nodes it visits, where its own would be the same;
 - the dispatch: a group of planners walking a subtree together keeps, per node type, the few calls that type
-  needs (a planner's ``visit_<Node>``, its :meth:`Planner.enter` when it overrides it, its scope check at a class,
-  a function or a module-level statement) and the ``leave_<Node>`` hooks, so a node costs one dict lookup, not a
-  ``getattr`` and ``isinstance`` checks per planner. The calls keep the planners' order;
+  needs (a planner's ``visit_<Node>``, its :meth:`Planner.enter` when it overrides it and :meth:`Planner.enters`
+  the type, its scope check at a class, a function or a module-level statement) and the ``leave_<Node>`` hooks,
+  so a node costs one dict lookup, not a ``getattr`` and ``isinstance`` checks per planner. The calls keep the
+  planners' order;
 - trivia (whitespace, comments, punctuation and operators: :data:`TRIVIA`, three nodes in five of a modeling file,
   whose subtrees hold nothing else) is not walked when no planner of the group has a hook for it and none has an
   :meth:`Planner.enter` that looks at it (:attr:`Planner.ENTERS_TRIVIA`): such a planner would be called there
@@ -25,7 +26,8 @@ import libcst._nodes.op
 import libcst._nodes.whitespace
 
 from .. import traverse
-from .base import Action, Planner, Where, arrive, depart, node_kind
+from .base import Action, Planner
+from .where import Where, arrive, depart, node_kind
 
 # the node types of libcst's whitespace and operator modules: whitespace, comments, newlines, punctuation, operators
 TRIVIA: frozenset[type] = frozenset(
@@ -39,7 +41,7 @@ TRIVIA: frozenset[type] = frozenset(
 def _sees_trivia(planner: Planner) -> bool:
     """Whether calling ``planner`` at a trivia node could do anything: a hook for a trivia type, or an
     :meth:`Planner.enter` of its own that does not declare it ignores trivia."""
-    if type(planner).enter is not Planner.enter and planner.ENTERS_TRIVIA:
+    if type(planner).enter is not Planner.enter and planner.ENTERS_TRIVIA and any(map(planner.enters, TRIVIA)):
         return True
     return any(hook is not None for kind in TRIVIA for hook in planner.hooks(kind))
 
@@ -71,7 +73,7 @@ class _Group:
         calls, leaves = [], []
         for index, planner in enumerate(self.planners):
             visit, leave = planner.hooks(kind)
-            enter = planner.enter if type(planner).enter is not Planner.enter else None
+            enter = planner.enter if type(planner).enter is not Planner.enter and planner.enters(kind) else None
             checks = scoped and not planner.VISIT_EVERYTHING
             if visit is not None or enter is not None or checks:
                 calls.append((index, planner, visit, enter, checks))

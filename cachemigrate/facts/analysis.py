@@ -34,7 +34,6 @@ from typing import Iterable, Sequence
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from ..views.patterns import code_of
 from .model import ClassInfo, FunctionInfo, ModuleInfo  # noqa: F401 (re-exported)
@@ -43,15 +42,15 @@ from .patches import library_subclasses, patch_functions
 from .roles import assign_roles
 from .heads import generating_heads, library_heads, pretrained_bases
 from .one_layer import single_layers
-from ..traverse import findall, parents, walk
+from ..traverse import findall, positions, walk
 from .uses import (  # noqa: F401 (re-exported: the use kinds and their vocabulary)
     CACHE_ONLY_ATTRIBUTES,
     CHECKING_BUILTINS,
     CONSUMING_BUILTINS,
     GUARD_TYPES,
     CacheUse,
-    _TupleAliasFinder,
     _UseCollector,
+    tuple_aliases,
 )
 
 # --------------------------------------------------------------------------------------------------------------
@@ -91,8 +90,9 @@ class _Structure:
     Only the statement structure is walked (classes, functions, and the blocks of ``if``/``try`` around them);
     function bodies are not visited here."""
 
-    def __init__(self, cache_names: Sequence[str]) -> None:
+    def __init__(self, cache_names: Sequence[str], uses_only: bool = False) -> None:
         self.cache_names = list(cache_names)
+        self.uses_only = uses_only  # the functions and methods only: no submodules read off the ``__init__``s
         self.tables: dict[str, list[str]] = {}  # NAME = {"eager": A, "sdpa": B}: class choice tables
         self.classes: dict[str, ClassInfo] = {}
         self.functions: dict[str, FunctionInfo] = {}
@@ -138,7 +138,7 @@ class _Structure:
         self.function_nodes.append((info, node))
         if cls is not None:
             cls.methods[info.name] = info
-            if info.name == "__init__":
+            if info.name == "__init__" and not self.uses_only:
                 self._collect_submodules(cls, node)
 
     def _collect_submodules(self, cls: ClassInfo, init: cst.FunctionDef) -> None:
@@ -287,19 +287,20 @@ def _class_aliases(init: cst.FunctionDef) -> dict[str, list[str]]:
 def analyze(module: cst.Module, cache_names: Sequence[str], only: set[str] | None = None) -> ModuleInfo:
     """Classes, functions, cache uses and roles of a parsed module.
 
-    Metadata is computed per function that has a cache parameter (parents only), never for the whole file;
-    positions are resolved later, and only for what is reported (:class:`Locator`). With ``only`` (qualified
-    names), the uses of just those functions are collected, and nothing else: no roles, no module globals (the
-    re-check of the edited functions, :func:`cachemigrate.proof.leftovers.leftover_diagnostics`, reads their uses
-    only; the library facts behind the roles each cost a walk of the module)."""
-    structure = _Structure(cache_names)
+    Each function that has a cache parameter is walked once, for its uses (the parents they read are recorded on
+    the way), after its tuple aliases were read off its assignments; no metadata is computed: positions are
+    resolved later, and only for what is reported (:class:`Locator`). With ``only`` (qualified names), the uses of
+    just those functions are collected, and nothing else: no roles, no module globals, no submodules (the
+    re-check of the edited functions, :func:`cachemigrate.proof.leftovers.leftover_diagnostics`, reads their
+    uses only; the library facts behind the roles each cost a walk of the module)."""
+    structure = _Structure(cache_names, uses_only=only is not None)
     structure.run(module)
     for info, node in structure.function_nodes:
         if not info.cache_params or (only is not None and info.qualname not in only):
             continue
         names = set(info.cache_params)
-        walk(node, _TupleAliasFinder(names))
-        collector = _UseCollector(parents(cst.Module(body=[node])), info, names)
+        tuple_aliases(node, names)
+        collector = _UseCollector(node, info, names)
         walk(node.body, collector)
         info.cache_names = set(collector.names)
     if only is not None:
@@ -369,7 +370,7 @@ class Locator:
         if node is None:
             return 1, 1
         if self._positions is None:
-            self._positions = MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(PositionProvider)
+            self._positions = positions(self.module)
         start = self._positions[node].start
         return start.line, start.column + 1
 

@@ -14,7 +14,7 @@ import libcst.matchers as m
 
 from ..views.patterns import code_of
 from .model import CACHE_ONLY_ATTRIBUTES, CacheUse, FunctionInfo  # noqa: F401 (re-exported)
-from ..traverse import findall
+from ..traverse import findall, parents
 
 CONSUMING_BUILTINS = frozenset(
     {"zip", "len", "enumerate", "tuple", "list", "iter", "map", "reversed", "sum", "any", "all", "sorted", "next"}
@@ -52,8 +52,9 @@ def _statement_text(stmt: cst.CSTNode) -> str:
 class _UseCollector(cst.CSTVisitor):
     """Collects the uses of cache variables in one function body (nested functions included)."""
 
-    def __init__(self, parents: dict[cst.CSTNode, cst.CSTNode], info: FunctionInfo, names: Iterable[str]) -> None:
+    def __init__(self, function: cst.FunctionDef, info: FunctionInfo, names: Iterable[str]) -> None:
         super().__init__()
+        self.function = function
         self.info = info
         self.names = set(names)
         self.guarded: set[cst.CSTNode] = set()  # nodes below an isinstance(x, Cache) guard
@@ -61,10 +62,20 @@ class _UseCollector(cst.CSTVisitor):
         self.rebound: dict[cst.CSTNode, set[str]] = {}
         self.active: list[set[str]] = []  # the variables rebound around the node being visited
         self.shadowing: list[cst.CSTNode] = []  # nested functions whose parameters shadow a cache name
-        self.parents = parents  # of the function's nodes (traverse.parents)
+        # each node's parent, recorded as the walk of the body enters it (the body's, the function's and the module's
+        # beforehand, as traverse.parents of a module holding the function gives them)
+        module = cst.Module(body=[function])
+        self.parents: dict[cst.CSTNode, cst.CSTNode | None] = {function.body: function, function: module, module: None}
+        self.path: list[cst.CSTNode] = []  # the walk's nodes, down to the one being visited
+        self.everywhere: dict[cst.CSTNode, cst.CSTNode] | None = None
 
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
-        return self.parents.get(node)
+        """Recorded for a node the walk entered (the lookups here are of its ancestors), else computed whole."""
+        if node in self.parents:
+            return self.parents[node]
+        if self.everywhere is None:
+            self.everywhere = parents(cst.Module(body=[self.function]))
+        return self.everywhere.get(node)
 
     # -- guards: `a if isinstance(x, Cache) else <legacy>` and `if isinstance(x, Cache): ... return` ----------
 
@@ -153,6 +164,9 @@ class _UseCollector(cst.CSTVisitor):
         return found & self.names
 
     def on_visit(self, node: cst.CSTNode) -> bool:
+        if self.path:
+            self.parents[node] = self.path[-1]
+        self.path.append(node)
         if node in self.rebound:  # on_leave follows even when the node's children are skipped
             self.active.append(self.rebound[node])
         shadowed = self._shadowed(node)
@@ -170,6 +184,7 @@ class _UseCollector(cst.CSTVisitor):
         if original_node in self.rebound:
             self.active.pop()
         super().on_leave(original_node)
+        self.path.pop()
 
     # -- uses -----------------------------------------------------------------------------------------------
 
@@ -325,14 +340,10 @@ class _UseCollector(cst.CSTVisitor):
         return targets
 
 
-class _TupleAliasFinder(cst.CSTVisitor):
-    """``block, layer = self.h[i], past_key_values`` binds ``layer`` to the cache: element-wise aliasing."""
-
-    def __init__(self, names: set[str]) -> None:
-        super().__init__()
-        self.names = names
-
-    def visit_Assign(self, node: cst.Assign) -> None:
+def tuple_aliases(function: cst.FunctionDef, names: set[str]) -> None:
+    """``block, layer = self.h[i], past_key_values`` binds ``layer`` to the cache (added to ``names``): the
+    assignments in code order, a :func:`findall` (below the original nodes, a slice of its index, not a walk)."""
+    for node in findall(function, m.Assign()):
         for target in node.targets:
             if isinstance(target.target, cst.Tuple) and isinstance(node.value, cst.Tuple):
                 pairs = zip(target.target.elements, node.value.elements)
@@ -340,9 +351,9 @@ class _TupleAliasFinder(cst.CSTVisitor):
                     if (
                         isinstance(left.value, cst.Name)
                         and isinstance(right.value, cst.Name)
-                        and right.value.value in self.names
+                        and right.value.value in names
                     ):
-                        self.names.add(left.value.value)
+                        names.add(left.value.value)
 
 
 def _rebinds_to_tuple(stmt: cst.BaseStatement, name: str) -> bool:
