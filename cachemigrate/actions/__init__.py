@@ -7,6 +7,7 @@ from .add_method import AddMethod
 from .add_parameter import AddParameter
 from .base import Action, ActionContext
 from .cache_edits import EditCacheConsumer
+from .computed_weight import FillComputedWeight
 from .drop_import import DropImport
 from .drop_override import DropOverride
 from .insert_statements import InsertStatements
@@ -52,6 +53,7 @@ ACTIONS: dict[str, type[Action]] = {
         TieWeightsMapping,
         TieWeightsKeywords,
         EditCacheConsumer,
+        FillComputedWeight,
     )
 }
 
