@@ -1,6 +1,6 @@
 """Save and reload tiny models of migrated files on each era's runtimes: how many tensors come back different.
 
-    python bench/reload.py FILE... [--era ERA ...] [--classes NAME ...] [--settings JSON]
+    python bench/reload.py FILE... [--era ERA ...] [--classes NAME ...] [--settings JSON] [--fix-past-hook]
 
 Each FILE (a modeling file of some transformers release) is migrated for each era (default: every era) by this
 checkout, in memory, and written to a temporary folder. Each runtime of the era (4.52: 4.51.3, this interpreter;
@@ -66,13 +66,13 @@ for cls in classes:
 """
 
 
-def migrate(path: Path, era: str, folder: Path) -> Path | str:
+def migrate(path: Path, era: str, folder: Path, fix_past_hook: bool) -> Path | str:
     sys.path.insert(0, str(ROOT))
     from cachemigrate.engine import migrate_source
     from cachemigrate.results import Options
     from cachemigrate.rules.loader import load_ruleset
 
-    result = migrate_source(path.read_text(), load_ruleset(era), Options(), path=str(path))
+    result = migrate_source(path.read_text(), load_ruleset(era), Options(fix_past_hook=fix_past_hook), path=str(path))
     if result.status not in ("migrated", "clean"):
         return f"not migrated ({result.status})"
     out = folder / era / path.name
@@ -86,6 +86,7 @@ def main() -> int:
     parser.add_argument("files", nargs="+", type=Path)
     parser.add_argument("--era", action="append", choices=sorted(ERA_RUNTIMES))
     parser.add_argument("--classes", nargs="*", default=[])
+    parser.add_argument("--fix-past-hook", action="store_true", help="as `cachemigrate migrate --fix-past-hook`")
     parser.add_argument("--settings", default="{}", help='config attributes set over the tiny ones (JSON)')
     args = parser.parse_args()
     total_changed = 0
@@ -93,7 +94,8 @@ def main() -> int:
         for path in args.files:
             package = f"transformers.models.{path.parent.name}"
             for era in args.era or list(ERA_RUNTIMES):
-                migrated = migrate(path.resolve(), era, Path(tmp) / path.parent.parent.parent.name / path.parent.name)
+                where = Path(tmp) / path.parent.parent.parent.name / path.parent.name
+                migrated = migrate(path.resolve(), era, where, args.fix_past_hook)
                 if isinstance(migrated, str):
                     print(f"{path} {era}: {migrated}")
                     continue

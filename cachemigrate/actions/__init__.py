@@ -24,6 +24,7 @@ from .replace_expression import ReplaceExpression
 from .replace_statements import ReplaceStatements
 from .set_class_attribute import SetClassAttribute
 from .thread_layer_idx import ThreadLayerIdx
+from .tie_list import TiedWeightsList
 from .tie_weights_keywords import TieWeightsKeywords
 from .tie_weights_mapping import TieWeightsMapping
 
@@ -54,6 +55,7 @@ ACTIONS: dict[str, type[Action]] = {
         TieWeightsKeywords,
         EditCacheConsumer,
         FillComputedWeight,
+        TiedWeightsList,
     )
 }
 

@@ -186,6 +186,11 @@ class TieSources:
                                 test if reads_only_config(test) else ""))  # fmt: skip
         return ties
 
+    def built_ties(self, name: str) -> list[Tie]:
+        """The ties class ``name``'s own ``__init__`` makes by handing a module to a sub-module as it is built (always,
+        or under a test of the config): the same Parameter under two names, whatever the mapping says."""
+        return self._handed(name)
+
     def _returned(self, name: str, method: str, depth: int) -> str | None:
         """The dotted path of what ``method`` of class ``name`` returns, when it is one ``return``."""
         fn = self.method(name, method)

@@ -180,11 +180,15 @@ def load_ruleset(era: str, extra_dirs: tuple[Path, ...] = (), root: Path = BUILT
         path = root / name / "era.toml"
         info = load_era(path, info)
         check = Checker(path, read_toml(path))
-        because = check.get("remove_because", str, "a string: why the era removes the rules of `remove`", "")
+        because = check.get("remove_because", (str, dict), "a string, or a table of one per rule id: why the era "
+                            "removes the rules of `remove`", "")  # fmt: skip
         for rule_id in check.str_list("remove", []):
             if rule_id not in by_id:
                 raise check.fail("remove", f"ids of rules that {info.extends!r} has", rule_id)
-            dropped[rule_id] = Withdrawn(by_id.pop(rule_id), info.name, because)
+            why = because.get(rule_id) if isinstance(because, dict) else because
+            if not isinstance(why, str):
+                raise check.fail(f"remove_because.{rule_id}", "a string: why the era removes the rule", why)
+            dropped[rule_id] = Withdrawn(by_id.pop(rule_id), info.name, why)
         for rule_id in check.str_list("restore", []):
             if rule_id not in dropped:
                 raise check.fail("restore", "ids of rules that an era this one extends removed", rule_id)
