@@ -40,6 +40,24 @@ changed = sorted(k for k in before if after[k].is_meta or not torch.equal(before
 print("tensors:", len(before)); print("changed:", changed)
 """
 
+# a checkpoint that holds a table (not the one the constructor computes): what was loaded is kept
+LOADED_TABLE = """
+import importlib.util, sys, tempfile, torch
+from safetensors.torch import load_file, save_file
+spec = importlib.util.spec_from_file_location(sys.argv[2], sys.argv[1])
+mod = importlib.util.module_from_spec(spec); sys.modules[spec.name] = mod; spec.loader.exec_module(mod)
+mod.HeronForScoring._keys_to_ignore_on_save = None
+torch.manual_seed(0)
+model = mod.HeronForScoring(mod.HeronConfig()).eval()
+with tempfile.TemporaryDirectory() as folder:
+    model.save_pretrained(folder)
+    state = load_file(folder + "/model.safetensors")
+    state["body.table.weight"] = state["body.table.weight"] * 2 + 1
+    save_file(state, folder + "/model.safetensors", metadata={"format": "pt"})
+    again = mod.HeronForScoring.from_pretrained(folder)
+print("kept:", torch.equal(again.body.table.weight, model.body.table.weight * 2 + 1))
+"""
+
 
 @pytest.mark.parametrize("era", ["4.52", "4.56", "5", "portable"])
 def test_every_era_has_the_rule(era):
@@ -100,3 +118,17 @@ def test_from_pretrained_gives_the_table_back(runtime, tmp_path):
     assert "tensors: 3" in migrated and "changed: []" in migrated
     # the original file, saved and loaded the same way, loses the table there
     assert "changed: ['body.table.weight']" in run(FIXTURES / "before.py", "heron_cm460_original")
+
+
+@pytest.mark.runtimes
+@pytest.mark.parametrize("runtime", sorted(RUNTIMES))
+def test_a_table_the_checkpoint_holds_is_not_computed_again(runtime, tmp_path):
+    python = RUNTIMES[runtime]
+    if not Path(python).exists():
+        pytest.skip(f"no transformers {runtime} venv (bench/runtimes.py builds it)")
+    script = tmp_path / "loaded_table.py"
+    script.write_text(LOADED_TABLE)
+    done = subprocess.run([python, str(script), str(_migrated(tmp_path)), "heron_cm460_loaded"], capture_output=True,
+                          text=True, timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "kept: True" in done.stdout
