@@ -25,6 +25,7 @@ from .replace_statements import ReplaceStatements
 from .set_class_attribute import SetClassAttribute
 from .thread_layer_idx import ThreadLayerIdx
 from .tie_list import TiedWeightsList
+from .tie_retie import RetieWeights
 from .tie_weights_keywords import TieWeightsKeywords
 from .tie_weights_mapping import TieWeightsMapping
 
@@ -56,6 +57,7 @@ ACTIONS: dict[str, type[Action]] = {
         EditCacheConsumer,
         FillComputedWeight,
         TiedWeightsList,
+        RetieWeights,
     )
 }
 

@@ -30,6 +30,14 @@ class TiedWeightsList(Action):
 
     def prepare(self, module: cst.Module) -> bool:
         self.sources = TieSources(module)
+        # weights handed by assignment that no `_tie_weights` assigns again after loading (CM462 adds one where it
+        # can): naming them would let save_pretrained drop a weight that from_pretrained then leaves uninitialised
+        self.unretied = set()
+        for cls in self.sources.classes:
+            own = self.sources.method(cls, "_tie_weights") is not None
+            for tie in self.sources.built_ties(cls):
+                if tie.by_weight and (own or tie.how != "built"):
+                    self.unretied.add(tie.target)
         return True
 
     def planner(self) -> Planner:
@@ -48,7 +56,14 @@ class _Planner(Planner):
             return
         if any(sources.class_assigns(cls, "_tied_weights_keys") for cls in sources.mro(name)):
             return
-        targets = list(dict.fromkeys(t.target for t in sources.ties(name) if t.how != "raises" and t.target))
+        kept = self.action.unretied
+        targets = list(
+            dict.fromkeys(
+                t.target
+                for t in sources.ties(name)
+                if t.how != "raises" and t.target and not (t.by_weight and _ends_with_any(t.target, kept))
+            )
+        )
         if not targets:
             return
         self.action.changes += 1
@@ -74,3 +89,7 @@ class _Planner(Planner):
                 following, lambda updated, _r: updated.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
             )
         self.insert(node.body, first, [statement])
+
+
+def _ends_with_any(target: str, suffixes: set[str]) -> bool:
+    return any(target == s or target.endswith("." + s) for s in suffixes)
