@@ -8,7 +8,9 @@ weights trying to be saved contained shared tensors``. 4.x reads the list nowher
 ``tie_weights`` whatever the list says. So every parameter the file's code ties (:mod:`.tie_sources`: the output
 embeddings, a module handed to a sub-module as it is built, under a test of the config or not, the ties of
 ``_tie_weights``, and those of the sub-models, with their prefix) is listed; an entry that is not shared in a given
-config matches no group and does nothing. Transformers 5 reads the attribute as a mapping: era 5 has CM420
+config matches no group and does nothing. A weight handed by assignment (``self.embed_tokens.weight =
+embed_tokens.weight``) is named only where CM462's ``_tie_weights`` assigns it again after ``from_pretrained`` (which
+loads each name on its own): a name ``save_pretrained`` drops must come back. Transformers 5 reads the attribute as a mapping: era 5 has CM420
 instead."""
 
 from __future__ import annotations
