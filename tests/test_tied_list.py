@@ -89,3 +89,53 @@ def test_the_shared_parameters_are_saved_once_and_come_back(runtime, tmp_path):
     assert "lm_head tied: True" in migrated and "changed: []" in migrated and "one parameter: True" in migrated, migrated
     # the file as written cannot be saved there (its embedding is handed to both stacks whatever the runtime)
     assert "shared tensors" in run(FIXTURE, "grebe_cm461_original")
+
+
+HANDED_WEIGHT = Path(__file__).resolve().parent.parent / "fixtures" / "4.52" / "CM462" / "before.py"
+
+SAVE_AND_LOAD_HANDED = """
+import importlib.util, sys, tempfile, torch, transformers
+spec = importlib.util.spec_from_file_location(sys.argv[2], sys.argv[1])
+mod = importlib.util.module_from_spec(spec); sys.modules[spec.name] = mod; spec.loader.exec_module(mod)
+class WhimbrelConfig(transformers.PretrainedConfig):
+    model_type = "whimbrel"
+mod.WhimbrelPreTrainedModel.config_class = WhimbrelConfig
+torch.manual_seed(0)
+model = mod.WhimbrelModel(WhimbrelConfig(vocab_size=30, d_model=8)).eval()
+with tempfile.TemporaryDirectory() as folder:
+    model.save_pretrained(folder)
+    again = mod.WhimbrelModel.from_pretrained(folder).eval()
+before, after = model.state_dict(), again.state_dict()
+changed = sorted(k for k in before if after[k].is_meta or not torch.equal(before[k], after[k]))
+print("changed:", changed)
+print("one parameter:", again.encoder.embed_tokens.weight is again.words.weight)
+"""
+
+
+@pytest.mark.runtimes
+@pytest.mark.parametrize("runtime", ["4.51.3", "4.57.6"])
+def test_a_weight_handed_by_assignment_is_tied_again_after_loading(runtime, tmp_path):
+    python = RUNTIMES[runtime]
+    if not Path(python).exists():
+        pytest.skip(f"no transformers {runtime} venv (bench/runtimes.py builds it)")
+    script = tmp_path / "save_and_load.py"
+    script.write_text(SAVE_AND_LOAD_HANDED)
+    ruleset = load_ruleset(ERA_OF[runtime])
+
+    def migrated(rule_ids: tuple[str, ...], name: str) -> str:
+        module = cst.parse_module(HANDED_WEIGHT.read_text())
+        rules = [r for r in ruleset.rules if r.id in rule_ids]
+        info = analyze(module, ruleset.era.cache_names)
+        new, applied, _ = apply_rules(module, info, rules, ruleset.era, "before.py", Options(line_length=119))
+        assert set(applied) == set(rule_ids)
+        path = tmp_path / f"{name}.py"
+        path.write_text(new.code)
+        done = subprocess.run([python, str(script), str(path), name], capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stdout
+
+    both = migrated(("CM461", "CM462"), "whimbrel_both")
+    assert "changed: []" in both and "one parameter: True" in both, both
+    # the list alone lets save_pretrained drop the stacks' copies, which from_pretrained then leaves uninitialised
+    listed_only = migrated(("CM461",), "whimbrel_listed")
+    assert "encoder.embed_tokens.weight" in listed_only.split("changed:")[1].splitlines()[0]
