@@ -87,7 +87,7 @@ def main() -> int:
     parser.add_argument("--era", action="append", choices=sorted(ERA_RUNTIMES))
     parser.add_argument("--classes", nargs="*", default=[])
     parser.add_argument("--fix-past-hook", action="store_true", help="as `cachemigrate migrate --fix-past-hook`")
-    parser.add_argument("--settings", default="{}", help='config attributes set over the tiny ones (JSON)')
+    parser.add_argument("--settings", default="{}", help="config attributes set over the tiny ones (JSON)")
     args = parser.parse_args()
     total_changed = 0
     with tempfile.TemporaryDirectory() as tmp:
@@ -100,11 +100,21 @@ def main() -> int:
                     print(f"{path} {era}: {migrated}")
                     continue
                 for runtime in ERA_RUNTIMES[era]:
-                    command = [RUNTIMES[runtime], "-c", INNER, str(migrated), package, str(ROOT / "cachemigrate/probe/tiny.py"), args.settings]
+                    command = [
+                        RUNTIMES[runtime],
+                        "-c",
+                        INNER,
+                        str(migrated),
+                        package,
+                        str(ROOT / "cachemigrate/probe/tiny.py"),
+                        args.settings,
+                    ]
                     run = subprocess.run(command + args.classes, capture_output=True, text=True, timeout=900)
                     rows = [json.loads(line[4:]) for line in run.stdout.splitlines() if line.startswith("ROW ")]
                     if run.returncode or not rows:
-                        print(f"{path} {era} on {runtime}: exit {run.returncode}: {run.stderr.strip().splitlines()[-1:]}")
+                        print(
+                            f"{path} {era} on {runtime}: exit {run.returncode}: {run.stderr.strip().splitlines()[-1:]}"
+                        )
                     for row in rows:
                         head = f"{path} {era} on {runtime} {row['class']}:"
                         if "error" in row:

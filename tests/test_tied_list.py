@@ -86,7 +86,9 @@ def test_the_shared_parameters_are_saved_once_and_come_back(runtime, tmp_path):
         return done.stdout
 
     migrated = run(_migrated(ERA_OF[runtime], tmp_path), "grebe_cm461")
-    assert "lm_head tied: True" in migrated and "changed: []" in migrated and "one parameter: True" in migrated, migrated
+    assert (
+        "lm_head tied: True" in migrated and "changed: []" in migrated and "one parameter: True" in migrated
+    ), migrated
     # the file as written cannot be saved there (its embedding is handed to both stacks whatever the runtime)
     assert "shared tensors" in run(FIXTURE, "grebe_cm461_original")
 

@@ -44,7 +44,8 @@ def built(path: str, index: int) -> dict:
     for name, cls in sorted(vars(module).items()):
         if not isinstance(cls, type) or cls.__module__ != module.__name__:
             continue
-        if "_tied_weights_keys" not in vars(cls) and "get_output_embeddings" not in vars(cls) and not _built_alone(cls):
+        listed = "_tied_weights_keys" in vars(cls) or "get_output_embeddings" in vars(cls)
+        if not listed and not _built_alone(cls):
             continue
         for values in itertools.product((True, False), repeat=len(flags)):
             chosen = dict(zip(flags, values))

@@ -50,6 +50,8 @@ class _Planner(Planner):
         depth = self.depth + 1
 
         def build(updated, _resolve):
-            return updated.with_changes(body=filled_and_formatted(action.ctx, action.param("replacement"), values, depth))
+            return updated.with_changes(
+                body=filled_and_formatted(action.ctx, action.param("replacement"), values, depth)
+            )
 
         self.replace(node.body, build)

@@ -42,7 +42,9 @@ def _is_static_with_one_parameter(function: cst.FunctionDef) -> bool:
     static = any(m.matches(d.decorator, m.Name("staticmethod")) for d in function.decorators)
     params = function.params
     starred = isinstance(params.star_arg, (cst.Param, cst.ParamStar)) or params.star_kwarg is not None
-    return static and len(params.params) == 1 and not starred and not params.kwonly_params and not params.posonly_params
+    return (
+        static and len(params.params) == 1 and not starred and not params.kwonly_params and not params.posonly_params
+    )
 
 
 def _filling_method(cls: cst.ClassDef) -> str | None:
@@ -99,9 +101,7 @@ def _class_lists(module: cst.Module, names: tuple[str, ...]) -> list[str]:
 
 def _attributes_built_from(module: cst.Module, name: str) -> set[str]:
     """``<attr>`` of every ``self.<attr> = <name>(...)`` in the file."""
-    built = m.Assign(
-        targets=[m.AssignTarget(m.Attribute(m.Name("self"), m.Name()))], value=m.Call(func=m.Name(name))
-    )
+    built = m.Assign(targets=[m.AssignTarget(m.Attribute(m.Name("self"), m.Name()))], value=m.Call(func=m.Name(name)))
     return {a.targets[0].target.attr.value for a in findall(module, built)}
 
 
