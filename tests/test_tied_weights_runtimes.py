@@ -106,6 +106,9 @@ def test_the_files_as_written_fail_on_5x(originals):
             assert found[str(fixture)] == "AttributeError: 'list' object has no attribute 'keys'", fixture
         elif "def tie_weights(self):" in fixture.read_text():  # what CM427 rewrites
             assert found[str(fixture)].endswith("unexpected keyword argument 'recompute_mapping'"), fixture
+        elif "get_output_embeddings" not in fixture.read_text() and "_tie_weights" not in fixture.read_text():
+            # shared only by construction (a module handed to the stacks): one object on every release
+            assert found[str(fixture)] == originals[str(fixture)], fixture
         elif "LinnetForCausalLM" not in fixture.read_text():  # untied on 5.x where 4.51.3 tied
             assert isinstance(found[str(fixture)], dict) and found[str(fixture)] != originals[str(fixture)], fixture
         else:

@@ -1,5 +1,6 @@
 """Run by tests/test_tied_weights_runtimes.py under a runtime's python: ``tied_groups.py FILE...`` builds every
-class of each FILE that defines ``_tied_weights_keys`` or ``get_output_embeddings`` from a small config, with
+class of each FILE that defines ``_tied_weights_keys`` or ``get_output_embeddings``, or is a PreTrainedModel with an
+``__init__(self, config)`` of its own, from a small config, with
 ``tie_word_embeddings`` true, false and not set (and, for each other flag of the config the file tests in an ``if``,
 ``if config.<flag>:``, with that flag true and false: ``Class/<flag>=<value>/<tie>``), and prints (JSON, one line) which parameter names are one
 Parameter: ``{FILE: {"Class/True": [[name, ...], ...]}}``; a file that fails gives ``{FILE: "<exception>"}``."""
@@ -21,6 +22,18 @@ def groups(model) -> list[list[str]]:
     return sorted(sorted(names) for names in by_id.values() if len(names) > 1)
 
 
+def _built_alone(cls) -> bool:
+    """A model of the file built from its config alone (`__init__(self, config)`), which may share what it builds
+    by handing a module to a sub-module: the base model of a head."""
+    from transformers import PreTrainedModel
+
+    init = vars(cls).get("__init__")
+    if not issubclass(cls, PreTrainedModel) or init is None:
+        return False
+    names = init.__code__.co_varnames[: init.__code__.co_argcount]
+    return names == ("self", "config")
+
+
 def built(path: str, index: int) -> dict:
     spec = importlib.util.spec_from_file_location(f"tied_fixture_{index}", path)
     module = importlib.util.module_from_spec(spec)
@@ -31,7 +44,8 @@ def built(path: str, index: int) -> dict:
     for name, cls in sorted(vars(module).items()):
         if not isinstance(cls, type) or cls.__module__ != module.__name__:
             continue
-        if "_tied_weights_keys" not in vars(cls) and "get_output_embeddings" not in vars(cls):
+        listed = "_tied_weights_keys" in vars(cls) or "get_output_embeddings" in vars(cls)
+        if not listed and not _built_alone(cls):
             continue
         for values in itertools.product((True, False), repeat=len(flags)):
             chosen = dict(zip(flags, values))

@@ -7,6 +7,7 @@ from .add_method import AddMethod
 from .add_parameter import AddParameter
 from .base import Action, ActionContext
 from .cache_edits import EditCacheConsumer
+from .computed_weight import FillComputedWeight
 from .dict_parts import DictParts
 from .drop_import import DropImport
 from .drop_override import DropOverride
@@ -24,6 +25,8 @@ from .replace_expression import ReplaceExpression
 from .replace_statements import ReplaceStatements
 from .set_class_attribute import SetClassAttribute
 from .thread_layer_idx import ThreadLayerIdx
+from .tie_list import TiedWeightsList
+from .tie_retie import RetieWeights
 from .tie_weights_keywords import TieWeightsKeywords
 from .tie_weights_mapping import TieWeightsMapping
 
@@ -54,6 +57,9 @@ ACTIONS: dict[str, type[Action]] = {
         TieWeightsKeywords,
         EditCacheConsumer,
         DictParts,
+        FillComputedWeight,
+        TiedWeightsList,
+        RetieWeights,
     )
 }
 

@@ -52,6 +52,7 @@ class Tie:
     # "conditional" (built only when `test` holds), "raises" (4.x's default `get_input_embeddings` raised: no tie)
     why: str  # the code, for messages
     test: str = ""  # a conditional tie's test, as code that the class's `__init__` can read ("" when it cannot)
+    by_weight: bool = False  # handed as a weight (`self.x.weight = given.weight`), not as the module itself
 
 
 def _param_path(node: cst.BaseExpression) -> tuple[str, str] | None:
@@ -169,9 +170,9 @@ class TieSources:
                     continue
                 kept, suffix = given[right[0]], right[1]
                 if not suffix and "." not in left:  # self.embed_tokens = embed_tokens
-                    target, source = f"{left}.weight", f"{kept}.weight"
+                    target, source, by_weight = f"{left}.weight", f"{kept}.weight", False
                 elif suffix == "weight" and left.endswith(".weight"):  # self.embed_tokens.weight = embed_tokens.weight
-                    target, source = left, f"{kept}.weight"
+                    target, source, by_weight = left, f"{kept}.weight", True
                 else:
                     continue
                 why = f"`self.{attribute} = {cls}(..., self.{kept})` keeping it in `{cls}.__init__`"
@@ -183,8 +184,13 @@ class TieSources:
                         "`self._tied_weights_keys` in `__init__` under it, before `self.post_init()`"
                     )
                 ties.append(Tie(f"{attribute}.{target}", source, "conditional" if test else "built", why,
-                                test if reads_only_config(test) else ""))  # fmt: skip
+                                test if reads_only_config(test) else "", by_weight))  # fmt: skip
         return ties
+
+    def built_ties(self, name: str) -> list[Tie]:
+        """The ties class ``name``'s own ``__init__`` makes by handing a module to a sub-module as it is built (always,
+        or under a test of the config): the same Parameter under two names, whatever the mapping says."""
+        return self._handed(name)
 
     def _returned(self, name: str, method: str, depth: int) -> str | None:
         """The dotted path of what ``method`` of class ``name`` returns, when it is one ``return``."""

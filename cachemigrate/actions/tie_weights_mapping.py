@@ -201,6 +201,9 @@ class _Planner(Planner):
             if (t.how in ("embeddings", "unproven") and t.target == f"{output}.weight")
             or (t.how == "gated" and t in sources.own_ties(node.name.value))
         ]
+        # a module handed to a sub-module as it is built is one Parameter under two names: every runtime's
+        # `save_pretrained` refuses such a group unless a mapping names all but one of them
+        built = [t for t in sources.built_ties(node.name.value) if t.how in ("built", "conditional")]
         raising = [t for t in ties if t.how == "raises" and t.target == f"{output}.weight"]
         if raising and own:
             self._refuse(node, None, raising[0].target, raising[0].why, listed=False)
@@ -213,12 +216,12 @@ class _Planner(Planner):
             self.action.changes += 1
             self._add_mapping(node, {}, comment)
             return
-        if not own:
+        if not own and not built:
             return
         mapping: dict[str, str] = {}
         under: dict[str, str] = {}  # the mapping when the conditional ties' test holds
         tests: set[str] = set()
-        for tie in own:
+        for tie in own + [t for t in built if t.target not in {o.target for o in own}]:
             off, on, seen, why = resolve_split(ties, tie.target)
             if why is not None:
                 self._refuse(node, None, tie.target, why, listed=False)
