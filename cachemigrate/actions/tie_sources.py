@@ -109,17 +109,33 @@ class TieSources:
         return None
 
     def attributes(self, name: str) -> dict[str, str]:
-        """``x`` -> the class of the file built by ``self.x = Class(...)`` in ``__init__``."""
+        """``x`` -> the class of the file built by ``self.x = Class(...)`` in ``__init__`` (or through a local name
+        bound once: ``base = Class(...)`` then ``self.x = base``)."""
         init = self.method(name, "__init__")
         built = {}
-        pattern = m.Assign([m.AssignTarget(m.Attribute(m.Name("self"), m.Name()))], m.Call(m.Name()))
-        for found in findall(init, pattern) if init is not None else ():
-            attribute, cls = found.targets[0].target.attr.value, found.value.func.value
+        for attribute, call in self._built_calls(init):
+            cls = call.func.value
             if cls in self.classes:
-                built[attribute] = self._built_with(cls, init, found.value)
+                built[attribute] = self._built_with(cls, init, call)
             else:
                 built.pop(attribute, None)
         return built
+
+    @staticmethod
+    def _built_calls(init: cst.FunctionDef | None) -> list[tuple[str, cst.Call]]:
+        """``(x, the call)`` for each ``self.x = Class(...)`` of ``init``, in order; ``self.x = local`` where the
+        method binds ``local = Class(...)`` once is read as that call."""
+        if init is None:
+            return []
+        local = {k: v for k, v in method_locals(init).items() if m.matches(v, m.Call(m.Name()))}
+        found = []
+        for assign in findall(init, m.Assign([m.AssignTarget(m.Attribute(m.Name("self"), m.Name()))])):
+            value = assign.value
+            if isinstance(value, cst.Name) and value.value in local:
+                value = local[value.value]
+            if m.matches(value, m.Call(m.Name())):
+                found.append((assign.targets[0].target.attr.value, value))
+        return found
 
     def _built_with(self, cls: str, caller: cst.FunctionDef, call: cst.Call) -> str:
         """``cls``, or a copy of it in which the modules of the file that ``call`` gives it are the attributes that
@@ -142,17 +158,16 @@ class TieSources:
         ``Class.__init__`` keeps that parameter (``self.embed_tokens = embed_tokens``) or its weight
         (``self.embed_tokens.weight = embed_tokens.weight``): ``x.embed_tokens.weight`` is ``shared.weight``."""
         init = self.method(name, "__init__")
-        pattern = m.Assign([m.AssignTarget(m.Attribute(m.Name("self"), m.Name()))], m.Call(m.Name()))
         ties = []
-        for found in findall(init, pattern) if init is not None else ():
-            attribute, cls = found.targets[0].target.attr.value, found.value.func.value
+        for attribute, call in self._built_calls(init):
+            cls = call.func.value
             callee = self.method(cls, "__init__") if cls in self.classes else None
             if callee is None:
                 continue
             params = [p.name.value for p in callee.params.params][1:]  # after self
             given, under = {}, {}
             branches = branch_locals(init)
-            for index, arg in enumerate(found.value.args):
+            for index, arg in enumerate(call.args):
                 if arg.star:
                     break
                 key = arg.keyword.value if arg.keyword is not None else params[index] if index < len(params) else None
@@ -264,10 +279,29 @@ class TieSources:
         init = self.method(name, "__init__")
         for assign in findall(init, m.Assign()) if init is not None else ():
             ties += self._bias_tie(assign, "built")
+        ties += self._init_weight_ties(init)
         for method in ("_tie_weights", "tie_weights"):  # 4.x called every module's `_tie_weights`; an override
             tie = self.method(name, method)  # of `tie_weights` replaced 4.x's own (it runs on 5.x too: CM427)
             if tie is not None:
                 ties += self._statements(name, until_self_is_rebound(tie.body.body), gated=False, local=method_locals(tie))
+        return ties
+
+    @staticmethod
+    def _init_weight_ties(init: cst.FunctionDef | None) -> list[Tie]:
+        """``self.a.weight = self.b.weight`` (or ``.bias``) among the top-level statements of ``__init__``: one
+        Parameter from the module's construction, whatever the config says, as a module handed as it is built (the
+        same statement in a tying method re-ties it, and is dropped)."""
+        ties = []
+        for stmt in init.body.body if init is not None else ():
+            for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
+                if not m.matches(small, m.Assign([m.AssignTarget()])):
+                    continue
+                left, right = self_path(small.targets[0].target), self_path(small.value)
+                if not left or not right or "." not in left or "." not in right:
+                    continue
+                kind = left.rsplit(".", 1)[-1]
+                if kind in ("weight", "bias") and right.rsplit(".", 1)[-1] == kind:
+                    ties.append(Tie(left, right, "built", f"`{code_of(small)}` in `__init__`"))
         return ties
 
     def _statements(self, name: str, body, gated: bool, local: dict) -> list[Tie]:
