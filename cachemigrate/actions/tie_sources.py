@@ -10,14 +10,16 @@ transformers 4.x ties them (for :mod:`.tie_weights_mapping`, which writes the ``
   ``<a>.weight`` to ``<b>.weight``; under ``if self.config.tie_word_embeddings:`` it is conditional, as 5.x makes
   every tie of the mapping;
 - assignments ``self.<a>.bias = self.<b>`` (or ``self.<b> = self.<a>.bias``) in ``__init__`` or ``_tie_weights``,
-  and a module handed to a sub-module as it is built (``self.encoder = Stack(config, self.shared)`` keeping it as
+  ``self.<a>.weight = self.<b>.weight`` among the top-level statements of ``__init__``, and a module handed to a
+  sub-module as it is built (``self.encoder = Stack(config, self.shared)`` keeping it as
   ``self.embed_tokens``, or its weight): the same Parameter, whatever the config says.
 
-The ties of the attributes built in ``__init__`` (``self.<x> = <Class of the file>(...)``) are read in their class
-and prefixed with ``<x>.``; a class given modules of the file as arguments is read as a copy holding them
-(:mod:`.tie_built`). A tying method's tie of two parameters that another tie already makes one (a module handed as
-it is built, the output embeddings' tie) is a re-tie, and is dropped. A tie whose target is itself tied is followed to the first parameter that is not: 5.x
-ties each target once, in one pass, and reads its source as it is then.
+The ties of the attributes built in ``__init__`` (``self.<x> = <Class of the file>(...)``, or through a local name
+bound once: ``base = Class(config)``, then ``self.<x> = base``) are read in their class and prefixed with ``<x>.``; a
+class given modules of the file as arguments is read as a copy holding them (:mod:`.tie_built`). A tying method's tie
+of two parameters that another tie already makes one (a module handed as it is built, the output embeddings' tie) is a
+re-tie, and is dropped. A tie whose target is itself tied is followed to the first parameter that is not: 5.x ties each
+target once, in one pass, and reads its source as it is then.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ from .tie_built import given_classes, kept_attributes, specialized
 from .tie_default import default_input_raises
 from .tie_code import (
     branch_locals,
+    built_calls,
+    init_weight_assigns,
     code_of,
     is_gate,
     method_locals,
@@ -113,29 +117,13 @@ class TieSources:
         bound once: ``base = Class(...)`` then ``self.x = base``)."""
         init = self.method(name, "__init__")
         built = {}
-        for attribute, call in self._built_calls(init):
+        for attribute, call in built_calls(init):
             cls = call.func.value
             if cls in self.classes:
                 built[attribute] = self._built_with(cls, init, call)
             else:
                 built.pop(attribute, None)
         return built
-
-    @staticmethod
-    def _built_calls(init: cst.FunctionDef | None) -> list[tuple[str, cst.Call]]:
-        """``(x, the call)`` for each ``self.x = Class(...)`` of ``init``, in order; ``self.x = local`` where the
-        method binds ``local = Class(...)`` once is read as that call."""
-        if init is None:
-            return []
-        local = {k: v for k, v in method_locals(init).items() if m.matches(v, m.Call(m.Name()))}
-        found = []
-        for assign in findall(init, m.Assign([m.AssignTarget(m.Attribute(m.Name("self"), m.Name()))])):
-            value = assign.value
-            if isinstance(value, cst.Name) and value.value in local:
-                value = local[value.value]
-            if m.matches(value, m.Call(m.Name())):
-                found.append((assign.targets[0].target.attr.value, value))
-        return found
 
     def _built_with(self, cls: str, caller: cst.FunctionDef, call: cst.Call) -> str:
         """``cls``, or a copy of it in which the modules of the file that ``call`` gives it are the attributes that
@@ -159,7 +147,7 @@ class TieSources:
         (``self.embed_tokens.weight = embed_tokens.weight``): ``x.embed_tokens.weight`` is ``shared.weight``."""
         init = self.method(name, "__init__")
         ties = []
-        for attribute, call in self._built_calls(init):
+        for attribute, call in built_calls(init):
             cls = call.func.value
             callee = self.method(cls, "__init__") if cls in self.classes else None
             if callee is None:
@@ -279,29 +267,12 @@ class TieSources:
         init = self.method(name, "__init__")
         for assign in findall(init, m.Assign()) if init is not None else ():
             ties += self._bias_tie(assign, "built")
-        ties += self._init_weight_ties(init)
+        for left, right, code in init_weight_assigns(init):  # one Parameter from construction
+            ties.append(Tie(left, right, "built", f"`{code}` in `__init__`"))
         for method in ("_tie_weights", "tie_weights"):  # 4.x called every module's `_tie_weights`; an override
             tie = self.method(name, method)  # of `tie_weights` replaced 4.x's own (it runs on 5.x too: CM427)
             if tie is not None:
                 ties += self._statements(name, until_self_is_rebound(tie.body.body), gated=False, local=method_locals(tie))
-        return ties
-
-    @staticmethod
-    def _init_weight_ties(init: cst.FunctionDef | None) -> list[Tie]:
-        """``self.a.weight = self.b.weight`` (or ``.bias``) among the top-level statements of ``__init__``: one
-        Parameter from the module's construction, whatever the config says, as a module handed as it is built (the
-        same statement in a tying method re-ties it, and is dropped)."""
-        ties = []
-        for stmt in init.body.body if init is not None else ():
-            for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
-                if not m.matches(small, m.Assign([m.AssignTarget()])):
-                    continue
-                left, right = self_path(small.targets[0].target), self_path(small.value)
-                if not left or not right or "." not in left or "." not in right:
-                    continue
-                kind = left.rsplit(".", 1)[-1]
-                if kind in ("weight", "bias") and right.rsplit(".", 1)[-1] == kind:
-                    ties.append(Tie(left, right, "built", f"`{code_of(small)}` in `__init__`"))
         return ties
 
     def _statements(self, name: str, body, gated: bool, local: dict) -> list[Tie]:
