@@ -14,7 +14,7 @@ import libcst as cst
 from cachemigrate.actions.tie_sources import TieSources, resolve_split
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_era_rules import run_rule  # noqa: E402
+from test_era_rules import run_rule
 
 CM420 = Path(__file__).resolve().parent.parent / "fixtures" / "5" / "CM420"
 BEFORE = CM420 / "local_before.py"
@@ -36,7 +36,7 @@ def test_a_local_bound_twice_is_not_followed_and_the_head_is_refused():
         "        core = WrenModel(config)\n        core = WrenEncoder(config, None)\n",
     )
     assert _sources(code).attributes("WrenForTranslation") == {}
-    migrated, applied, diagnostics = run_rule("5", "CM420", code, str(BEFORE))
+    migrated, _, diagnostics = run_rule("5", "CM420", code, str(BEFORE))
     assert [d.code for d in diagnostics] == ["CM420"] and "WrenForTranslation" in str(diagnostics[0])
     head = migrated[migrated.index("class WrenForTranslation") :]
     assert '_tied_weights_keys = ["decoder.tokens.weight", "decoder.proj.weight"]' in head
