@@ -1,5 +1,6 @@
 """Reading the code of a tying method for :mod:`.tie_sources`: the ``tie_word_embeddings`` gate, the method's local
-names (read as what they were assigned), names of ``__init__`` bound per a test, and where ``self`` is rebound."""
+names (read as what they were assigned), names of ``__init__`` bound per a test, the sub-modules and weight ties that
+``__init__`` builds, and where ``self`` is rebound."""
 
 from __future__ import annotations
 
@@ -95,6 +96,40 @@ def branch_locals(init: cst.FunctionDef | None) -> dict[str, tuple[str, str]]:
             for target in assign.targets if path else ():
                 if isinstance(target.target, cst.Name):
                     found[target.target.value] = (path, code_of(stmt.test))
+    return found
+
+
+def built_calls(init: cst.FunctionDef | None) -> list[tuple[str, cst.Call]]:
+    """``(x, the call)`` for each ``self.x = Class(...)`` of ``init``, in order; ``self.x = local`` where the method
+    binds ``local = Class(...)`` once (``base = Model(config)``, then ``self.model = base``) is read as that call."""
+    if init is None:
+        return []
+    local = {k: v for k, v in method_locals(init).items() if m.matches(v, m.Call(m.Name()))}
+    found = []
+    for assign in findall(init, m.Assign([m.AssignTarget(m.Attribute(m.Name("self"), m.Name()))])):
+        value = assign.value
+        if isinstance(value, cst.Name) and value.value in local:
+            value = local[value.value]
+        if m.matches(value, m.Call(m.Name())):
+            found.append((assign.targets[0].target.attr.value, value))
+    return found
+
+
+def init_weight_assigns(init: cst.FunctionDef | None) -> list[tuple[str, str, str]]:
+    """``(a.weight, b.weight, the code)`` for each ``self.a.weight = self.b.weight`` (or ``.bias``) among the
+    top-level statements of ``__init__``: one Parameter from the module's construction, whatever the config says (the
+    same statement in a tying method re-ties it). One under a test of ``__init__`` is not read."""
+    found = []
+    for stmt in init.body.body if init is not None else ():
+        for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
+            if not m.matches(small, m.Assign([m.AssignTarget()])):
+                continue
+            left, right = self_path(small.targets[0].target), self_path(small.value)
+            if not left or not right or "." not in left or "." not in right:
+                continue
+            kind = left.rsplit(".", 1)[-1]
+            if kind in ("weight", "bias") and right.rsplit(".", 1)[-1] == kind:
+                found.append((left, right, code_of(small)))
     return found
 
 

@@ -10,14 +10,16 @@ transformers 4.x ties them (for :mod:`.tie_weights_mapping`, which writes the ``
   ``<a>.weight`` to ``<b>.weight``; under ``if self.config.tie_word_embeddings:`` it is conditional, as 5.x makes
   every tie of the mapping;
 - assignments ``self.<a>.bias = self.<b>`` (or ``self.<b> = self.<a>.bias``) in ``__init__`` or ``_tie_weights``,
-  and a module handed to a sub-module as it is built (``self.encoder = Stack(config, self.shared)`` keeping it as
+  ``self.<a>.weight = self.<b>.weight`` among the top-level statements of ``__init__``, and a module handed to a
+  sub-module as it is built (``self.encoder = Stack(config, self.shared)`` keeping it as
   ``self.embed_tokens``, or its weight): the same Parameter, whatever the config says.
 
-The ties of the attributes built in ``__init__`` (``self.<x> = <Class of the file>(...)``) are read in their class
-and prefixed with ``<x>.``; a class given modules of the file as arguments is read as a copy holding them
-(:mod:`.tie_built`). A tying method's tie of two parameters that another tie already makes one (a module handed as
-it is built, the output embeddings' tie) is a re-tie, and is dropped. A tie whose target is itself tied is followed to the first parameter that is not: 5.x
-ties each target once, in one pass, and reads its source as it is then.
+The ties of the attributes built in ``__init__`` (``self.<x> = <Class of the file>(...)``, or through a local name
+bound once: ``base = Class(config)``, then ``self.<x> = base``) are read in their class and prefixed with ``<x>.``; a
+class given modules of the file as arguments is read as a copy holding them (:mod:`.tie_built`). A tying method's tie
+of two parameters that another tie already makes one (a module handed as it is built, the output embeddings' tie) is a
+re-tie, and is dropped. A tie whose target is itself tied is followed to the first parameter that is not: 5.x ties each
+target once, in one pass, and reads its source as it is then.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ from .tie_built import given_classes, kept_attributes, specialized
 from .tie_default import default_input_raises
 from .tie_code import (
     branch_locals,
+    built_calls,
+    init_weight_assigns,
     code_of,
     is_gate,
     method_locals,
@@ -110,14 +114,14 @@ class TieSources:
         return None
 
     def attributes(self, name: str) -> dict[str, str]:
-        """``x`` -> the class of the file built by ``self.x = Class(...)`` in ``__init__``."""
+        """``x`` -> the class of the file built by ``self.x = Class(...)`` in ``__init__`` (or through a local name
+        bound once: ``base = Class(...)`` then ``self.x = base``)."""
         init = self.method(name, "__init__")
         built = {}
-        pattern = m.Assign([m.AssignTarget(m.Attribute(m.Name("self"), m.Name()))], m.Call(m.Name()))
-        for found in findall(init, pattern) if init is not None else ():
-            attribute, cls = found.targets[0].target.attr.value, found.value.func.value
+        for attribute, call in built_calls(init):
+            cls = call.func.value
             if cls in self.classes:
-                built[attribute] = self._built_with(cls, init, found.value)
+                built[attribute] = self._built_with(cls, init, call)
             else:
                 built.pop(attribute, None)
         return built
@@ -143,17 +147,16 @@ class TieSources:
         ``Class.__init__`` keeps that parameter (``self.embed_tokens = embed_tokens``) or its weight
         (``self.embed_tokens.weight = embed_tokens.weight``): ``x.embed_tokens.weight`` is ``shared.weight``."""
         init = self.method(name, "__init__")
-        pattern = m.Assign([m.AssignTarget(m.Attribute(m.Name("self"), m.Name()))], m.Call(m.Name()))
         ties = []
-        for found in findall(init, pattern) if init is not None else ():
-            attribute, cls = found.targets[0].target.attr.value, found.value.func.value
+        for attribute, call in built_calls(init):
+            cls = call.func.value
             callee = self.method(cls, "__init__") if cls in self.classes else None
             if callee is None:
                 continue
             params = [p.name.value for p in callee.params.params][1:]  # after self
             given, under = {}, {}
             branches = branch_locals(init)
-            for index, arg in enumerate(found.value.args):
+            for index, arg in enumerate(call.args):
                 if arg.star:
                     break
                 key = arg.keyword.value if arg.keyword is not None else params[index] if index < len(params) else None
@@ -270,6 +273,8 @@ class TieSources:
         init = self.method(name, "__init__")
         for assign in findall(init, m.Assign()) if init is not None else ():
             ties += self._bias_tie(assign, "built")
+        for left, right, code in init_weight_assigns(init):  # one Parameter from construction
+            ties.append(Tie(left, right, "built", f"`{code}` in `__init__`"))
         for method in ("_tie_weights", "tie_weights"):  # 4.x called every module's `_tie_weights`; an override
             tie = self.method(name, method)  # of `tie_weights` replaced 4.x's own (it runs on 5.x too: CM427)
             if tie is not None:
