@@ -129,7 +129,9 @@ class TieSources:
     def _built_with(self, cls: str, caller: cst.FunctionDef, call: cst.Call) -> str:
         """``cls``, or a copy of it in which the modules of the file that ``call`` gives it are the attributes that
         keep them (:mod:`.tie_built`), registered as ``cls[attribute=Class,...]``."""
-        callee = next((s for s in self.classes[cls].body.body if m.matches(s, m.FunctionDef(m.Name("__init__")))), None)
+        callee = next(
+            (s for s in self.classes[cls].body.body if m.matches(s, m.FunctionDef(m.Name("__init__")))), None
+        )
         known = kept_attributes(callee, given_classes(self.classes, caller, call, callee)) if callee else {}
         if not known:
             return cls
@@ -142,11 +144,27 @@ class TieSources:
         """Whether a ``name`` is an ``other`` (both classes of the file), or None when ``other`` is not one."""
         return other in {c.name.value for c in self._mro(name)} if other in self.classes else None
 
+    def _modules(self, name: str) -> set[str]:
+        """The attributes the ``__init__`` of ``name`` (or of a base in the file) sets to a built module: ``self.x =
+        C(...)`` with ``C`` a class name (``nn.Embedding``, ``Embedding``), or a local bound once to such a call."""
+        found = set()
+        for cls in self._mro(name):
+            init = self.method(cls.name.value, "__init__")
+            if init is None:
+                continue
+            local = {k for k, v in method_locals(init).items() if _builds_module(v)}
+            for assign in findall(init, m.Assign([m.AssignTarget(m.Attribute(m.Name("self"), m.Name()))])):
+                value = assign.value
+                if _builds_module(value) or (isinstance(value, cst.Name) and value.value in local):
+                    found.add(assign.targets[0].target.attr.value)
+        return found
+
     def _handed(self, name: str) -> list[Tie]:
         """Modules handed to a sub-module as it is built: ``self.x = Class(config, self.shared)`` where
         ``Class.__init__`` keeps that parameter (``self.embed_tokens = embed_tokens``) or its weight
         (``self.embed_tokens.weight = embed_tokens.weight``): ``x.embed_tokens.weight`` is ``shared.weight``."""
         init = self.method(name, "__init__")
+        modules = self._modules(name)
         ties = []
         for attribute, call in built_calls(init):
             cls = call.func.value
@@ -163,7 +181,7 @@ class TieSources:
                 path = self_path(arg.value)
                 if isinstance(arg.value, cst.Name) and arg.value.value in branches:  # a local bound per a test
                     path, under[key] = branches[arg.value.value]
-                if key and path:
+                if key and path and path.split(".")[0] in modules:  # a module, not `self.padding_idx`/`self.config`
                     given[key] = path
             for assign in findall(callee, m.Assign()) if given else ():
                 if len(assign.targets) != 1:
@@ -278,7 +296,9 @@ class TieSources:
         for method in ("_tie_weights", "tie_weights"):  # 4.x called every module's `_tie_weights`; an override
             tie = self.method(name, method)  # of `tie_weights` replaced 4.x's own (it runs on 5.x too: CM427)
             if tie is not None:
-                ties += self._statements(name, until_self_is_rebound(tie.body.body), gated=False, local=method_locals(tie))
+                ties += self._statements(
+                    name, until_self_is_rebound(tie.body.body), gated=False, local=method_locals(tie)
+                )
         return ties
 
     def _statements(self, name: str, body, gated: bool, local: dict) -> list[Tie]:
@@ -388,3 +408,12 @@ TIE_CALL = m.Call(
     m.Attribute(m.Name("self"), m.Name("_tie_or_clone_weights")),
     args=[m.Arg(keyword=None), m.Arg(keyword=None)],
 )
+
+
+def _builds_module(value: cst.BaseExpression) -> bool:
+    """``C(...)`` or ``x.C(...)`` with ``C`` capitalised: a class is built (not ``math.sqrt(...)``)."""
+    if not isinstance(value, cst.Call):
+        return False
+    func = value.func
+    last = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+    return last[:1].isupper()
