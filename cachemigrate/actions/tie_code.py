@@ -9,6 +9,7 @@ import libcst.matchers as m
 
 from ..traverse import findall
 
+
 def self_path(node: cst.BaseExpression) -> str | None:
     """``a.b`` for ``self.a.b``."""
     parts = []
@@ -177,3 +178,26 @@ def reads_only_config(test: str) -> bool:
 
 def is_attr_name(root: cst.CSTNode, name: cst.Name) -> bool:
     return any(a.attr is name for a in findall(root, m.Attribute()))
+
+
+def module_attributes(init: cst.FunctionDef | None) -> set[str]:
+    """The attributes ``init`` sets to a built module: ``self.x = C(...)`` with ``C`` a class name (``nn.Embedding``,
+    ``Embedding``), or ``self.x = local`` where the method binds ``local`` once to such a call."""
+    if init is None:
+        return set()
+    local = {k for k, v in method_locals(init).items() if _builds_module(v)}
+    found = set()
+    for assign in findall(init, m.Assign([m.AssignTarget(m.Attribute(m.Name("self"), m.Name()))])):
+        value = assign.value
+        if _builds_module(value) or (isinstance(value, cst.Name) and value.value in local):
+            found.add(assign.targets[0].target.attr.value)
+    return found
+
+
+def _builds_module(value: cst.BaseExpression) -> bool:
+    """``C(...)`` or ``x.C(...)`` with ``C`` capitalised: a class is built (not ``math.sqrt(...)``)."""
+    if not isinstance(value, cst.Call):
+        return False
+    func = value.func
+    last = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+    return last[:1].isupper()

@@ -39,6 +39,7 @@ from .tie_code import (
     code_of,
     is_gate,
     method_locals,
+    module_attributes,
     reads_only_config,
     self_path,
     substituted,
@@ -147,17 +148,7 @@ class TieSources:
     def _modules(self, name: str) -> set[str]:
         """The attributes the ``__init__`` of ``name`` (or of a base in the file) sets to a built module: ``self.x =
         C(...)`` with ``C`` a class name (``nn.Embedding``, ``Embedding``), or a local bound once to such a call."""
-        found = set()
-        for cls in self._mro(name):
-            init = self.method(cls.name.value, "__init__")
-            if init is None:
-                continue
-            local = {k for k, v in method_locals(init).items() if _builds_module(v)}
-            for assign in findall(init, m.Assign([m.AssignTarget(m.Attribute(m.Name("self"), m.Name()))])):
-                value = assign.value
-                if _builds_module(value) or (isinstance(value, cst.Name) and value.value in local):
-                    found.add(assign.targets[0].target.attr.value)
-        return found
+        return {attr for cls in self._mro(name) for attr in module_attributes(self.method(cls.name.value, "__init__"))}
 
     def _handed(self, name: str) -> list[Tie]:
         """Modules handed to a sub-module as it is built: ``self.x = Class(config, self.shared)`` where
@@ -408,12 +399,3 @@ TIE_CALL = m.Call(
     m.Attribute(m.Name("self"), m.Name("_tie_or_clone_weights")),
     args=[m.Arg(keyword=None), m.Arg(keyword=None)],
 )
-
-
-def _builds_module(value: cst.BaseExpression) -> bool:
-    """``C(...)`` or ``x.C(...)`` with ``C`` capitalised: a class is built (not ``math.sqrt(...)``)."""
-    if not isinstance(value, cst.Call):
-        return False
-    func = value.func
-    last = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
-    return last[:1].isupper()
