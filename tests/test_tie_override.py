@@ -33,7 +33,7 @@ def test_an_override_tying_only_the_text_encoder_leaves_the_output_embeddings_un
     assert sources.output_embeddings("LarkForSpeech") == "decoder.head"
     assert override_leaves_untied(sources, "LarkForSpeech", "decoder.head")
     ties = sources.ties("LarkForSpeech")
-    assert [t.how for t in ties if t.target == "decoder.head.weight"][0] == "untied"
+    assert next(t.how for t in ties if t.target == "decoder.head.weight") == "untied"
     # an entry naming the head is what the decoder tied itself, as it was built
     assert resolve(ties, "decoder.head.weight") == ([("decoder.head.weight", "decoder.body.tokens.weight")], None)
 

@@ -350,7 +350,8 @@ class TieSources:
             source = self.input_embeddings(name)
             if self.method(name, "tie_weights") is not None:  # its ties are read as own ties
                 if not any(t.target == f"{output}.weight" for t in ties):
-                    how = "untied" if override_leaves_untied(self, name, output) else "unproven"  # :mod:`.tie_override`
+                    # an override that cannot reach them never tied them (:mod:`.tie_override`)
+                    how = "untied" if override_leaves_untied(self, name, output) else "unproven"
                     why = f"`{name}` overrides `tie_weights`, which 4.x used to tie `get_output_embeddings` to `get_input_embeddings`, and no tie of its code that this reads ties `{output}.weight`"
                     ties.append(Tie(f"{output}.weight", "", how, why))
             elif source is None and default_input_raises(self, name) is not None:
