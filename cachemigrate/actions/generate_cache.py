@@ -6,7 +6,9 @@ From 4.56 the library's ``generate()`` calls ``self._prepare_cache_for_generatio
 a ``DynamicCache`` (an ``EncoderDecoderCache`` of two for an encoder-decoder model; a static cache when the
 generation config asks for one) in ``model_kwargs``; 4.57's and 5.x's own musicgen ``generate()`` call it too. A 4.x
 override never does: the migrated model is handed None, and keeps the legacy tuples it then gives back to the
-override's loop. The block (``template``) is inserted after the top-level statement of the method that matches
+override's loop. (For a config that is encoder-decoder the helper makes an EncoderDecoderCache, which a file's
+model takes only where its layers handle one: the rules' templates test ``self.config.is_encoder_decoder``.) The
+block (``template``) is inserted after the top-level statement of the method that matches
 ``anchor`` (a statement template, e.g. ``{mode} = generation_config.get_generation_mode()``: after the lengths are
 prepared, before decoding), filled with the anchor's captures, under ``comment``. Only where every name of ``requires`` (``batch_size``,
 ``model_kwargs``...) is a parameter of the method or assigned by a top-level statement before the anchor, one
