@@ -11,6 +11,7 @@ from .computed_weight import FillComputedWeight
 from .dict_parts import DictParts
 from .drop_import import DropImport
 from .drop_override import DropOverride
+from .generate_cache import GenerateCache
 from .insert_statements import InsertStatements
 from .pass_argument import PassArgument
 from .post_init import CallPostInit
@@ -60,6 +61,7 @@ ACTIONS: dict[str, type[Action]] = {
         FillComputedWeight,
         TiedWeightsList,
         RetieWeights,
+        GenerateCache,
     )
 }
 

@@ -201,3 +201,16 @@ def _builds_module(value: cst.BaseExpression) -> bool:
     func = value.func
     last = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
     return last[:1].isupper()
+
+
+def param_path(node: cst.BaseExpression) -> tuple[str, str] | None:
+    """``("embed_tokens", "")`` for ``embed_tokens``, ``("embed_tokens", "weight")`` for ``embed_tokens.weight``;
+    ``embed_tokens if embed_tokens is not None else <a new module>`` keeps the parameter when it is given."""
+    kept = m.IfExp(test=m.Comparison(m.Name(), [m.ComparisonTarget(m.IsNot(), m.Name("None"))]), body=m.Name())
+    if m.matches(node, kept) and node.test.left.value == node.body.value:
+        return node.body.value, ""
+    if isinstance(node, cst.Name) and node.value != "self":
+        return node.value, ""
+    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value != "self":
+        return node.value.value, node.attr.value
+    return None

@@ -63,7 +63,7 @@ class _Planner(Planner):
             dict.fromkeys(
                 t.target
                 for t in sources.ties(name)
-                if t.how != "raises" and t.target and not (t.by_weight and _ends_with_any(t.target, kept))
+                if t.how not in ("raises", "untied") and t.target and not (t.by_weight and _ends_with_any(t.target, kept))
             )
         )
         if not targets:

@@ -26,7 +26,8 @@ def resolve(
     mapping is written is refused."""
     by_target: dict = {}
     for tie in ties:
-        by_target.setdefault(tie.target, tie)
+        if tie.how != "untied":  # a class that never tied it: the ties of its sub-models, if any, are the ties
+            by_target.setdefault(tie.target, tie)
     matched = [t for t in by_target if f".{key}." in f".{t}." or t.endswith("." + key)]  # a module names its own
     if not matched:  # the entry names what others are tied to (4.x lists both ends): the ties of those others
         matched = [t.target for t in by_target.values() if t.source == key or t.source.endswith("." + key)]

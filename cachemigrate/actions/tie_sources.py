@@ -32,6 +32,7 @@ import libcst.matchers as m
 from ..traverse import findall
 from .tie_built import given_classes, kept_attributes, specialized
 from .tie_default import default_input_raises
+from .tie_override import override_leaves_untied
 from .tie_code import (
     branch_locals,
     built_calls,
@@ -40,6 +41,7 @@ from .tie_code import (
     is_gate,
     method_locals,
     module_attributes,
+    param_path,
     reads_only_config,
     self_path,
     substituted,
@@ -54,23 +56,11 @@ class Tie:
     target: str  # a parameter, dotted from the class whose ties these are
     source: str
     how: str  # "embeddings" (output to input, under tie_word_embeddings), "gated", "built", "ungated", "unproven",
-    # "conditional" (built only when `test` holds), "raises" (4.x's default `get_input_embeddings` raised: no tie)
+    # "conditional" (built only when `test` holds), "raises" (4.x's default `get_input_embeddings` raised: no tie),
+    # "untied" (an override of `tie_weights` that cannot reach the output embeddings: no tie at this level)
     why: str  # the code, for messages
     test: str = ""  # a conditional tie's test, as code that the class's `__init__` can read ("" when it cannot)
     by_weight: bool = False  # handed as a weight (`self.x.weight = given.weight`), not as the module itself
-
-
-def _param_path(node: cst.BaseExpression) -> tuple[str, str] | None:
-    """``("embed_tokens", "")`` for ``embed_tokens``, ``("embed_tokens", "weight")`` for ``embed_tokens.weight``;
-    ``embed_tokens if embed_tokens is not None else <a new module>`` keeps the parameter when it is given."""
-    kept = m.IfExp(test=m.Comparison(m.Name(), [m.ComparisonTarget(m.IsNot(), m.Name("None"))]), body=m.Name())
-    if m.matches(node, kept) and node.test.left.value == node.body.value:
-        return node.body.value, ""
-    if isinstance(node, cst.Name) and node.value != "self":
-        return node.value, ""
-    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value != "self":
-        return node.value.value, node.attr.value
-    return None
 
 
 class TieSources:
@@ -177,7 +167,7 @@ class TieSources:
             for assign in findall(callee, m.Assign()) if given else ():
                 if len(assign.targets) != 1:
                     continue
-                left, right = self_path(assign.targets[0].target), _param_path(assign.value)
+                left, right = self_path(assign.targets[0].target), param_path(assign.value)
                 if left is None or right is None or right[0] not in given:
                     continue
                 kept, suffix = given[right[0]], right[1]
@@ -360,8 +350,10 @@ class TieSources:
             source = self.input_embeddings(name)
             if self.method(name, "tie_weights") is not None:  # its ties are read as own ties
                 if not any(t.target == f"{output}.weight" for t in ties):
+                    # an override that cannot reach them never tied them (:mod:`.tie_override`)
+                    how = "untied" if override_leaves_untied(self, name, output) else "unproven"
                     why = f"`{name}` overrides `tie_weights`, which 4.x used to tie `get_output_embeddings` to `get_input_embeddings`, and no tie of its code that this reads ties `{output}.weight`"
-                    ties.append(Tie(f"{output}.weight", "", "unproven", why))
+                    ties.append(Tie(f"{output}.weight", "", how, why))
             elif source is None and default_input_raises(self, name) is not None:
                 why = (
                     f"`get_input_embeddings` of `{name}` is `PreTrainedModel`'s, which raises NotImplementedError: "

@@ -17,7 +17,8 @@ list in a loop over indexed module lists gets the mapping built by the same loop
 so is refused: 5.x reads it as a mapping. A head whose 4.x ``tie_weights`` raised (its default
 ``get_input_embeddings`` has nothing to return: :mod:`.tie_default`) was never tied, and gets an empty mapping with a
 comment saying so. (An override of ``tie_weights`` takes 5.x's keywords by CM427; its ties are read as those of
-``_tie_weights``.)"""
+``_tie_weights``; one that cannot reach the output embeddings (:mod:`.tie_override`) leaves them untied at its level,
+and the class gets no mapping of its sub-models' ties, which their own mappings hold.)"""
 
 from __future__ import annotations
 
@@ -195,10 +196,14 @@ class _Planner(Planner):
         if any(sources.class_assigns(cls, "_tied_weights_keys") for cls in sources.mro(node.name.value)):
             return
         output = sources.output_embeddings(node.name.value)
+        first: dict = {}  # the class's own tie of a parameter comes before those of its sub-models
+        for tie in ties:
+            first.setdefault(tie.target, tie)
+        untied = {t for t, tie in first.items() if tie.how == "untied"}  # its `tie_weights` never ties them
         own = [
             t
             for t in ties
-            if (t.how in ("embeddings", "unproven") and t.target == f"{output}.weight")
+            if (t.how in ("embeddings", "unproven") and t.target == f"{output}.weight" and t.target not in untied)
             or (t.how == "gated" and t in sources.own_ties(node.name.value))
         ]
         # a module handed to a sub-module as it is built is one Parameter under two names: every runtime's

@@ -1,0 +1,89 @@
+"""``generate_cache``: a model's own ``generate()`` (a 4.x copy of the library's steps that decodes with
+``self._sample(...)`` itself) makes the Cache that the library's ``generate()`` makes, so the model is handed one from
+the first step.
+
+From 4.56 the library's ``generate()`` calls ``self._prepare_cache_for_generation(...)`` before decoding, which puts
+a ``DynamicCache`` (an ``EncoderDecoderCache`` of two for an encoder-decoder model; a static cache when the
+generation config asks for one) in ``model_kwargs``; 4.57's and 5.x's own musicgen ``generate()`` call it too. A 4.x
+override never does: the migrated model is handed None, and keeps the legacy tuples it then gives back to the
+override's loop. (For a config that is encoder-decoder the helper makes an EncoderDecoderCache, which a file's
+model takes only where its layers handle one: the rules' templates test ``self.config.is_encoder_decoder``.) The
+block (``template``) is inserted after the top-level statement of the method that matches
+``anchor`` (a statement template, e.g. ``{mode} = generation_config.get_generation_mode()``: after the lengths are
+prepared, before decoding), filled with the anchor's captures, under ``comment``. Only where every name of ``requires`` (``batch_size``,
+``model_kwargs``...) is a parameter of the method or assigned by a top-level statement before the anchor, one
+statement matches the anchor, and the method does not call ``_prepare_cache_for_generation`` already."""
+
+from __future__ import annotations
+
+import libcst as cst
+import libcst.matchers as m
+
+from ..traverse import findall
+from ..views.patterns import compile_statements, match_statements
+from .base import Action, Planner
+from .helpers import depth_of, filled_and_formatted
+
+_PREPARE = m.Call(m.Attribute(m.Name("self"), m.Name("_prepare_cache_for_generation")))
+
+
+class GenerateCache(Action):
+    name = "generate_cache"
+    PARAMS = {
+        "anchor": (str, True, "the statement template after which the block goes (one top-level statement)"),
+        "requires": (list, True, "names bound (parameters, or assigned at the top level) before the anchor"),
+        "template": (str, True, "the statements inserted after the anchor, with the anchor's holes"),
+        "comment": (str, False, "a comment line above the inserted statements"),
+    }
+
+    @classmethod
+    def check_params(cls, rule, check) -> None:
+        for key in ("anchor", "template"):
+            try:
+                compile_statements(rule.params[key])
+            except Exception as exc:  # noqa: BLE001 - any template error is the rule's
+                raise check.fail(f"params.{key}", f"a valid statement template ({exc})") from None
+
+    def planner(self) -> Planner:
+        return _Planner(self)
+
+
+def _binds(stmt: cst.CSTNode) -> set[str]:
+    found = findall(stmt, m.AssignTarget(m.Name()) | m.AnnAssign(target=m.Name()) | m.AugAssign(target=m.Name()))
+    return {n.target.value for n in found}
+
+
+class _Planner(Planner):
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        if len(self.function_stack) != 1 or not self.in_function_scope() or self.current_class is None:
+            return
+        action: GenerateCache = self.action
+        if findall(node, _PREPARE):
+            return  # it makes the cache already (this rule ran, or the file is newer)
+        pattern = compile_statements(action.param("anchor"))
+        body = list(node.body.body)
+        bound = self.bound()
+        found = []
+        for index in range(len(body)):
+            captures = match_statements(pattern, body, index, bound)
+            if captures is not None:
+                found.append((index, captures))
+        if len(found) != 1:
+            return
+        index, captures = found[0]
+        params = node.params
+        known = {p.name.value for p in [*params.posonly_params, *params.params, *params.kwonly_params]}
+        for star in (params.star_arg, params.star_kwarg):
+            if isinstance(star, cst.Param):
+                known.add(star.name.value)
+        for stmt in body[:index]:
+            known |= _binds(stmt)
+        if not set(action.param("requires")) <= known:
+            return
+        values = {name: self.originals(value) for name, value in captures.items()}
+        block = filled_and_formatted(self.ctx, action.param("template"), values, depth_of(self.current_function))
+        if action.param("comment"):
+            line = cst.EmptyLine(comment=cst.Comment(f"# {action.param('comment')}"))
+            block[0] = block[0].with_changes(leading_lines=[line])
+        action.changes += 1
+        self.insert(node.body, index + 1, block)
