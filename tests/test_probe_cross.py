@@ -236,3 +236,66 @@ def test_config_settings_reach_the_cross_attention_checks(tmp_path):
     assert entries["plain"]["config"]["scale_embedding"] is False
     plain, scaled = (entries[name]["steps"][0]["logits"] for name in ("plain", "scaled"))
     assert not torch.allclose(plain, scaled)
+
+
+def test_the_migrated_side_is_built_from_the_config_class_the_original_was():
+    """A head that declares a composite config but is built from one of its sub-configs (as CLVP's decoder head
+    is) is rebuilt on the migrated side from that sub-config, by name (built from the declared composite, CLVP's
+    generation config took the composite's text end token, 0, and generate() stopped where the original did
+    not: the test below)."""
+    from transformers import PretrainedConfig, PreTrainedModel
+
+    class PartConfig(PretrainedConfig):
+        model_type = "cm_part"
+
+        def __init__(self, width=4, **kwargs):
+            self.width = width
+            super().__init__(**kwargs)
+
+    class WholeConfig(PretrainedConfig):
+        model_type = "cm_whole"
+        sub_configs = {"part_config": PartConfig}
+
+        def __init__(self, part_config=None, **kwargs):
+            self.part_config = PartConfig(**(part_config or {}))
+            super().__init__(**kwargs)
+
+    class Head(PreTrainedModel):
+        config_class = WholeConfig
+
+        def __init__(self, config):
+            super().__init__(config)
+            self.linear = torch.nn.Linear(config.width, config.width)
+
+    part = PartConfig(width=3, pad_token_id=0)
+    reference = {
+        "config": part.to_dict(),
+        "state_dict": Head(part).state_dict(),
+        "meta": {"config_class": "PartConfig", "attn_implementation": "eager", "seed": 0},
+    }
+    replay = Replay(Head, reference, rtol=1e-5, atol=1e-5)
+    replay.build()
+    assert type(replay.model.config) is PartConfig and replay.model.config.width == 3
+    reference["meta"]["config_class"] = "NotInTheFile"  # no such candidate: the head's own config class
+    replay.build()
+    assert type(replay.model.config) is WholeConfig
+
+
+def test_a_same_version_cross_probe_of_a_head_built_from_a_sub_config_does_not_diverge(tmp_path):
+    """CLVP's head (declared ``ClvpConfig``, built from ``ClvpDecoderConfig``) migrated for 4.52 and probed with
+    both halves on this interpreter: left-padded greedy and beam search agree (they diverged when the migrated side
+    was rebuilt from the declared config: an end token the original never had)."""
+    transformers = pytest.importorskip("transformers")
+    from cachemigrate.probe.cross import run_cross_probe
+
+    source = Path(transformers.__file__).parent / "models" / "clvp" / "modeling_clvp.py"
+    migrated = tmp_path / source.name
+    result = migrate_source(source.read_text(), load_ruleset("4.52"), Options(line_length=119), path=str(source))
+    assert result.status == "migrated", [str(d) for d in result.diagnostics]
+    migrated.write_text(result.migrated)
+    report = run_cross_probe(
+        source, migrated, original_python=sys.executable, package="transformers.models.clvp", timeout=600
+    )
+    statuses = {r.name: (r.status, r.detail) for r in report.results}
+    assert statuses["left_padding"][0] == "pass" and statuses["generate_beam"][0] == "pass", statuses
+    assert not [name for name, (status, _) in statuses.items() if status not in ("pass", "skip")], statuses

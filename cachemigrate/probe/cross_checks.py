@@ -37,11 +37,13 @@ class Replay:
         return f"torch.allclose(migrated, original, rtol={self.rtol:g}, atol={self.atol:g}); tokens exact"
 
     def build(self) -> None:
-        """The migrated model from the original's config (through the migrated file's own config class) and the
-        original's state_dict, loaded strictly."""
+        """The migrated model from the original's config (through the migrated file's config class of the original's
+        name: its own, or one of its sub-configs) and the original's state_dict, loaded strictly."""
         import torch
 
-        config_class = self.model_class.config_class
+        from .models import config_class_named
+
+        config_class = config_class_named(self.model_class, self.meta.get("config_class"))
         config = config_class.from_dict(dict(self.reference["config"]))
         config._attn_implementation = self.meta["attn_implementation"]
         seed = self.meta.get("seed", 0)
