@@ -299,3 +299,42 @@ def test_a_same_version_cross_probe_of_a_head_built_from_a_sub_config_does_not_d
     statuses = {r.name: (r.status, r.detail) for r in report.results}
     assert statuses["left_padding"][0] == "pass" and statuses["generate_beam"][0] == "pass", statuses
     assert not [name for name, (status, _) in statuses.items() if status not in ("pass", "skip")], statuses
+
+
+class _Raises:
+    """A model whose generate() raises ``error``."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def generate(self, *args, **kwargs):
+        raise self.error
+
+
+def test_an_error_the_original_raises_in_another_generate_call_is_no_divergence():
+    """The original's beam search raised in the library (4.51.3 reshapes CPM-Ant's wider scores by the vocabulary
+    size) before the cached step its greedy search fails at; a newer generate() gets to that step, and the migrated
+    model raises there what the original's greedy search raised: both fail, nothing to compare. An error the
+    original never raised is still the migrated file's own."""
+    from cachemigrate.probe.compare import CheckInconclusive
+
+    at_step = "The size of tensor a (37) must match the size of tensor b (33) at non-singleton dimension 3"
+    reference = {
+        "outputs": {
+            "greedy": {"error": f"RuntimeError: {at_step}"},
+            "beam": {"error": "RuntimeError: shape '[2, 297]' is invalid for input of size 6738"},
+        },
+        "inputs": {},
+        "meta": {},
+    }
+    replay = Replay(None, reference, rtol=1e-5, atol=1e-5)
+    prompt = torch.ones(2, 5, dtype=torch.long)
+    replay.model = _Raises(RuntimeError(at_step))
+    with pytest.raises(CheckInconclusive, match="which the original's own greedy generate\\(\\) raises"):
+        replay.tokens("beam", prompt, num_beams=3)
+    replay.model = _Raises(RuntimeError("a new fault"))
+    with pytest.raises(RuntimeError, match="a new fault"):
+        replay.tokens("beam", prompt, num_beams=3)
+    with pytest.raises(CheckInconclusive, match="both files raise RuntimeError: The size"):
+        replay.model = _Raises(RuntimeError(at_step))
+        replay.tokens("greedy", prompt)
