@@ -254,7 +254,7 @@ def test_the_migrated_side_is_built_from_the_config_class_the_original_was():
 
     class WholeConfig(PretrainedConfig):
         model_type = "cm_whole"
-        sub_configs = {"part_config": PartConfig}
+        sub_configs = {"part_config": PartConfig}  # noqa: RUF012 - as transformers declares it
 
         def __init__(self, part_config=None, **kwargs):
             self.part_config = PartConfig(**(part_config or {}))

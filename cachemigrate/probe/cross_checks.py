@@ -144,8 +144,8 @@ class Replay:
             error = one_line(exc)
             if error == expected["error"]:
                 raise CheckInconclusive(f"both files raise {error} in generate(): not a divergence") from exc
-            raised = {key: value["error"] for key, value in self.ref.items() if key in GENERATED and isinstance(value, dict)}
-            elsewhere = [key for key, other in raised.items() if key != reference_key and other == error]
+            raised = {key: self.ref.get(key) for key in GENERATED if key != reference_key}
+            elsewhere = [key for key, other in raised.items() if isinstance(other, dict) and other["error"] == error]
             if elsewhere:
                 raise CheckInconclusive(
                     f"both files raise in generate(): the original {expected['error']}, the migrated {error}, "
