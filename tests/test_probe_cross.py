@@ -236,3 +236,105 @@ def test_config_settings_reach_the_cross_attention_checks(tmp_path):
     assert entries["plain"]["config"]["scale_embedding"] is False
     plain, scaled = (entries[name]["steps"][0]["logits"] for name in ("plain", "scaled"))
     assert not torch.allclose(plain, scaled)
+
+
+def test_the_migrated_side_is_built_from_the_config_class_the_original_was():
+    """A head that declares a composite config but is built from one of its sub-configs (as CLVP's decoder head
+    is) is rebuilt on the migrated side from that sub-config, by name (built from the declared composite, CLVP's
+    generation config took the composite's text end token, 0, and generate() stopped where the original did
+    not: the test below)."""
+    from transformers import PretrainedConfig, PreTrainedModel
+
+    class PartConfig(PretrainedConfig):
+        model_type = "cm_part"
+
+        def __init__(self, width=4, **kwargs):
+            self.width = width
+            super().__init__(**kwargs)
+
+    class WholeConfig(PretrainedConfig):
+        model_type = "cm_whole"
+        sub_configs = {"part_config": PartConfig}  # noqa: RUF012 - as transformers declares it
+
+        def __init__(self, part_config=None, **kwargs):
+            self.part_config = PartConfig(**(part_config or {}))
+            super().__init__(**kwargs)
+
+    class Head(PreTrainedModel):
+        config_class = WholeConfig
+
+        def __init__(self, config):
+            super().__init__(config)
+            self.linear = torch.nn.Linear(config.width, config.width)
+
+    part = PartConfig(width=3, pad_token_id=0)
+    reference = {
+        "config": part.to_dict(),
+        "state_dict": Head(part).state_dict(),
+        "meta": {"config_class": "PartConfig", "attn_implementation": "eager", "seed": 0},
+    }
+    replay = Replay(Head, reference, rtol=1e-5, atol=1e-5)
+    replay.build()
+    assert type(replay.model.config) is PartConfig and replay.model.config.width == 3
+    reference["meta"]["config_class"] = "NotInTheFile"  # no such candidate: the head's own config class
+    replay.build()
+    assert type(replay.model.config) is WholeConfig
+
+
+def test_a_same_version_cross_probe_of_a_head_built_from_a_sub_config_does_not_diverge(tmp_path):
+    """CLVP's head (declared ``ClvpConfig``, built from ``ClvpDecoderConfig``) migrated for 4.52 and probed with
+    both halves on this interpreter: left-padded greedy and beam search agree (they diverged when the migrated side
+    was rebuilt from the declared config: an end token the original never had)."""
+    transformers = pytest.importorskip("transformers")
+    from cachemigrate.probe.cross import run_cross_probe
+
+    source = Path(transformers.__file__).parent / "models" / "clvp" / "modeling_clvp.py"
+    migrated = tmp_path / source.name
+    result = migrate_source(source.read_text(), load_ruleset("4.52"), Options(line_length=119), path=str(source))
+    assert result.status == "migrated", [str(d) for d in result.diagnostics]
+    migrated.write_text(result.migrated)
+    report = run_cross_probe(
+        source, migrated, original_python=sys.executable, package="transformers.models.clvp", timeout=600
+    )
+    statuses = {r.name: (r.status, r.detail) for r in report.results}
+    assert statuses["left_padding"][0] == "pass" and statuses["generate_beam"][0] == "pass", statuses
+    assert not [name for name, (status, _) in statuses.items() if status not in ("pass", "skip")], statuses
+
+
+class _Raises:
+    """A model whose generate() raises ``error``."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def generate(self, *args, **kwargs):
+        raise self.error
+
+
+def test_an_error_the_original_raises_in_another_generate_call_is_no_divergence():
+    """The original's beam search raised in the library (4.51.3 reshapes CPM-Ant's wider scores by the vocabulary
+    size) before the cached step its greedy search fails at; a newer generate() gets to that step, and the migrated
+    model raises there what the original's greedy search raised: both fail, nothing to compare. An error the
+    original never raised is still the migrated file's own."""
+    from cachemigrate.probe.compare import CheckInconclusive
+
+    at_step = "The size of tensor a (37) must match the size of tensor b (33) at non-singleton dimension 3"
+    reference = {
+        "outputs": {
+            "greedy": {"error": f"RuntimeError: {at_step}"},
+            "beam": {"error": "RuntimeError: shape '[2, 297]' is invalid for input of size 6738"},
+        },
+        "inputs": {},
+        "meta": {},
+    }
+    replay = Replay(None, reference, rtol=1e-5, atol=1e-5)
+    prompt = torch.ones(2, 5, dtype=torch.long)
+    replay.model = _Raises(RuntimeError(at_step))
+    with pytest.raises(CheckInconclusive, match="which the original's own greedy generate\\(\\) raises"):
+        replay.tokens("beam", prompt, num_beams=3)
+    replay.model = _Raises(RuntimeError("a new fault"))
+    with pytest.raises(RuntimeError, match="a new fault"):
+        replay.tokens("beam", prompt, num_beams=3)
+    with pytest.raises(CheckInconclusive, match="both files raise RuntimeError: The size"):
+        replay.model = _Raises(RuntimeError(at_step))
+        replay.tokens("greedy", prompt)

@@ -2,7 +2,9 @@
 Used for the cache_position-based 4D mask builder of the static tier, and for ``PreTrainedModel`` methods that a
 newer transformers removed (with ``if_used``: only in files that use one of the names, as ``self.get_head_mask``),
 and for a default a newer transformers changed (with ``if_builds`` and ``only_bases``: a class that builds
-``self.lm_head``, whose ancestry defines no such method, gets the 4.x default back)."""
+``self.lm_head``, whose ancestry defines no such method, gets the 4.x default back; with ``if_defines`` and
+``mentioning``: a class whose own ``prepare_inputs_for_generation`` handles ``position_ids`` itself opts out of the
+ones 5.x's generate() makes)."""
 
 from __future__ import annotations
 
@@ -28,6 +30,8 @@ class AddMethod(Action):
             "library bases: only classes whose ancestry outside the file is among these (the first one included), "
             "and whose ancestors in the file do not define the method, qualify",
         ),
+        "if_defines": (list, False, "method names: only classes that define one themselves qualify"),
+        "mentioning": (list, False, "names: with if_defines, only where that method's code names one of them"),
     }
 
     @classmethod
@@ -49,6 +53,9 @@ class AddMethod(Action):
     def qualifies(self, name: str, method: str) -> bool:
         """Whether the class ``name`` passes ``if_builds`` and ``only_bases`` (both pass when not given)."""
         info = self.ctx.info
+        defined = [info.classes[name].methods.get(own) for own in self.param("if_defines", [])]
+        if self.param("if_defines") and not any(fn and _mentions(fn.node, self.param("mentioning")) for fn in defined):
+            return False
         builds = self.param("if_builds")
         if builds and not any(attr in _built(info.classes[name]) for attr in builds):
             return False
@@ -58,6 +65,16 @@ class AddMethod(Action):
         ancestors, outside = ancestry(info, name)
         inherited = any(method in info.classes[a].methods for a in ancestors if a != name)
         return not inherited and allowed[0] in outside and outside <= set(allowed)
+
+
+def _mentions(node: cst.FunctionDef, names) -> bool:
+    """Whether ``node`` names one of ``names`` (every one when ``names`` is empty): as a variable, an attribute, a
+    keyword argument or a string (``kwargs.get("position_ids")``)."""
+    if not names:
+        return True
+    named = m.Name(m.MatchIfTrue(lambda value: value in names))
+    text = m.SimpleString(m.MatchIfTrue(lambda value: value[1:-1] in names))
+    return bool(findall(node, named | text))
 
 
 def _built(cls) -> set[str]:

@@ -5,6 +5,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable, Mapping
 
 import libcst as cst
+import libcst.matchers as m
+
+from ..traverse import findall
 
 if TYPE_CHECKING:
     from ..rules.schema import Checker, Rule
@@ -228,3 +231,17 @@ def statement_reformatter(ctx: "ActionContext"):
         return stmt
 
     return reformat
+
+
+def passes_beside_var_kwargs(function: cst.FunctionDef, names) -> bool:
+    """Whether ``function`` has a call handing one of ``names`` as a keyword argument beside ``**<its own
+    **kwargs>`` (``super().prepare_inputs_for_generation(..., position_ids=ids, **model_kwargs)``): a call that
+    raises TypeError when the caller's keyword arguments hold that name too."""
+    star = function.params.star_kwarg
+    if not isinstance(star, cst.Param):
+        return False
+    keyword = m.Arg(keyword=m.Name(m.MatchIfTrue(lambda value: value in names)))
+    spread = m.Arg(value=m.Name(star.name.value), star="**")
+    return bool(findall(function.body, m.Call(args=[m.ZeroOrMore(), keyword, m.ZeroOrMore()]) & m.Call(
+        args=[m.ZeroOrMore(), spread, m.ZeroOrMore()]
+    )))

@@ -18,7 +18,8 @@ Anchors:
 
 ``with_parameters`` (names) makes the insertion conditional: only in functions that take every one of them as a
 parameter (a block that resets ``position_ids`` where the function has such a parameter, say); ``without_names``:
-only in functions that neither take nor assign any of them (an attention with no cross-attention flag).
+only in functions that neither take nor assign any of them (an attention with no cross-attention flag);
+``passing_beside_var_kwargs``: only in functions that hand one of them as a keyword beside their own ``**kwargs``.
 
 ``moves`` (a statement template) makes the insertion conditional: it happens only in functions where exactly one
 top-level statement matches, whose targets nothing else in the function assigns; that statement is removed and
@@ -49,7 +50,7 @@ from ..facts.caching_switch import hands_no_cache_there as _hands_no_cache_there
 from ..facts.layer_loops import accessors
 from ..facts.one_layer import after_single_layer
 from .base import Action, Planner
-from .helpers import check_holes, depth_of, filled_and_formatted
+from .helpers import check_holes, depth_of, filled_and_formatted, passes_beside_var_kwargs
 from .moves import assigns as _assigns, crossed_reads, hoist_into, hoisted_switch, move_after_block
 from ..traverse import findall
 
@@ -140,6 +141,7 @@ class InsertStatements(Action):
         "moves": (str, False, "a statement template: insert only where one statement matches, and remove it"),
         "with_parameters": (list, False, "parameter names: insert only in functions that take all of them"),
         "without_names": (list, False, "names: insert only in functions that neither take nor assign any of them"),
+        "passing_beside_var_kwargs": (list, False, "names: insert only where a call hands one beside `**kwargs`"),
     }
 
     @classmethod
@@ -240,6 +242,9 @@ class _Planner(Planner):
         if not all(_takes(node, name) for name in action.param("with_parameters", [])):
             return
         if any(_binds(node, name) for name in action.param("without_names", [])):
+            return
+        beside = action.param("passing_beside_var_kwargs")
+        if beside and not passes_beside_var_kwargs(node, beside):
             return
         moved = None
         if action.param("moves"):

@@ -214,3 +214,17 @@ def param_path(node: cst.BaseExpression) -> tuple[str, str] | None:
     if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value != "self":
         return node.value.value, node.attr.value
     return None
+
+
+def built_after_post_init(init: cst.FunctionDef | None, attribute: str) -> bool:
+    """Whether ``init`` (an ``__init__``) sets ``self.<attribute>`` only in top-level statements after its
+    ``self.post_init()`` (SeamlessM4T's heads build ``self.t2u_model`` after it): 5.x reads the ``{tied: source}``
+    mapping in ``post_init``, when the attribute does not exist yet."""
+    if init is None:
+        return False
+    body = list(init.body.body)
+    post = m.SimpleStatementLine([m.Expr(m.Call(m.Attribute(m.Name("self"), m.Name("post_init")), args=[]))])
+    calls = [i for i, stmt in enumerate(body) if m.matches(stmt, post)]
+    target = m.AssignTarget(m.Attribute(m.Name("self"), m.Name(attribute)))
+    sets = [i for i, stmt in enumerate(body) if findall(stmt, m.Assign([target]))]
+    return bool(calls and sets) and min(sets) > calls[0]

@@ -35,6 +35,7 @@ from .tie_default import default_input_raises
 from .tie_override import override_leaves_untied
 from .tie_code import (
     branch_locals,
+    built_after_post_init,
     built_calls,
     init_weight_assigns,
     code_of,
@@ -370,6 +371,8 @@ class TieSources:
         ties += self._handed(name)
         if depth < 8:
             for attribute, cls in self.attributes(name).items():
+                if self._posts_init(cls) and built_after_post_init(self.method(name, "__init__"), attribute):
+                    continue  # it ties itself as it is built; 5.x ties it again from its own mapping
                 given = self._passes_config(name, attribute)
                 for tie in self.ties(cls, top=False, depth=depth + 1):
                     test = tie.test if given and reads_only_config(tie.test) else ""  # readable here too

@@ -86,6 +86,15 @@ def _config_candidates(cls) -> list[type]:
     return [declared] + [c for c in subs if issubclass(c, PretrainedConfig) and c is not declared]
 
 
+def config_class_named(cls, name: str | None) -> type:
+    """The config class called ``name`` among those ``cls`` may be built from (:func:`_config_candidates`), else
+    ``cls.config_class``: the migrated side of a cross-version probe is built from the config class the original
+    was (CLVP's head declares ``ClvpConfig``; built from that, its generation config takes the composite's end
+    token)."""
+    named = [c for c in _config_candidates(cls) if c.__name__ == name]
+    return named[0] if named else cls.config_class
+
+
 def _head_config(head) -> tuple[type, object]:
     """The first config class whose tiny config builds ``head`` (Bark's sub-models and CLVP's decoder are
     configured apart from the whole model), and the model built; the first error when none does."""
