@@ -5,7 +5,7 @@ function views the batch as beams of several stacked rows each (a retrieval head
 beam_idx)`` on every tensor; ``batch_select_indices`` likewise), so no Cache method stands for such a function, and
 the guard CM021 writes (``past.reorder_cache(beam_idx)``) would select the wrong rows. :func:`custom_reorder` finds
 the function; the heads whose ``_reorder_cache`` uses one are role ``stacked_reorder`` (:func:`stacked_reorders`),
-whose rule (CM022) applies the function to every tensor of a Cache instead."""
+whose rule (CM026) applies the function to every tensor of a Cache instead."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def custom_reorder_message(cls: str, function: str, reorder: str, built: str) ->
 def stacked_reorders(classes: dict, heads: list[str], functions: dict) -> list[str]:
     """The heads (of a file with heads over a library model) whose ``_reorder_cache`` reorders each cached tensor
     with a function of its own (:func:`custom_reorder`): role ``stacked_reorder``, whose rules reorder a Cache's
-    tensors with that function (CM022) instead of by rows (CM021)."""
+    tensors with that function (CM026) instead of by rows (CM021)."""
     tops = {fn.name for fn in functions.values() if fn.cls is None}
     found = []
     for name in heads:

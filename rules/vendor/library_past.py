@@ -80,7 +80,7 @@ def encoder_decoder_past_in_outputs(outputs):
             return cache.to_legacy_cache()
         cross = pairs(cache.cross_attention_cache)
         own = pairs(cache.self_attention_cache)
-        return tuple(pair + (cross[index] if index < len(cross) else ()) for index, pair in enumerate(own))
+        return tuple(pair + (cross[index] if pair and index < len(cross) else ()) for index, pair in enumerate(own))
 
     if isinstance(outputs, tuple):
         return tuple(legacy(item) if isinstance(item, Cache) else item for item in outputs)
