@@ -61,5 +61,7 @@ class _Planner(Planner):
         values = dict(self.bound())
         values["reorder"] = f"lambda {comp.for_in.target.value}: {code(comp.elt)}"
         new = filled_and_formatted(self.ctx, action.param("template"), values, depth_of(self.current_function))
+        if any(stmt.deep_equals(new[0]) for stmt in body):
+            return  # already there: a file migrated before
         action.changes += 1
         self.insert(node.body, index, new)

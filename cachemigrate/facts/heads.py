@@ -100,8 +100,8 @@ def _library_model(cls: ClassInfo, names: dict[str, str]) -> tuple[str, str, str
         return None
     handed = forward.passes_to_self_attr()
     init = cls.methods.get("__init__")
-    through, names = _through_locals(init.node, names) if init is not None else ({}, names)
-    for attribute, built in {**cls.submodules, **through}.items():
+    through, names = _through_locals(init.node, names) if init is not None else ([], names)
+    for attribute, built in [*cls.submodules.items(), *through]:
         library, name = resolve(built, names)
         model = library is not None and name.endswith(MODULES) and not name.endswith("PreTrainedModel")
         model = model or (library is not None and _auto_built(library, name))
@@ -110,20 +110,21 @@ def _library_model(cls: ClassInfo, names: dict[str, str]) -> tuple[str, str, str
     return None
 
 
-def _through_locals(init: cst.FunctionDef, names: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
-    """(attribute -> the constructor as written, for each ``self.<attribute> = <local>`` of ``init`` whose local
-    ``init`` assigns a call, in any branch: ``generator = AutoModelForSeq2SeqLM.from_config(config.generator)``;
+def _through_locals(init: cst.FunctionDef, names: dict[str, str]) -> tuple[list[tuple[str, str]], dict[str, str]]:
+    """((attribute, a constructor as written) for each ``self.<attribute> = <local>`` of ``init`` and each call
+    ``init`` assigns that local, in any branch: ``generator = AutoModelForSeq2SeqLM.from_config(config.generator)``;
     ``names`` with the library imports of ``init`` itself: ``from ..auto.modeling_auto import AutoModelForSeq2SeqLM``
     inside it)."""
     built_local = m.Assign(targets=[m.AssignTarget(m.Name())], value=m.Call(func=m.Name() | m.Attribute()))
-    built: dict[str, str] = {}
+    built: dict[str, list[str]] = {}
     for assign in findall(init.body, built_local):
-        built.setdefault(assign.targets[0].target.value, dotted(assign.value.func))
+        built.setdefault(assign.targets[0].target.value, []).append(dotted(assign.value.func))
     to_attr = m.Assign(targets=[m.AssignTarget(m.Attribute(value=m.Name("self"), attr=m.Name()))], value=m.Name())
-    through: dict[str, str] = {}
-    for assign in findall(init.body, to_attr):
-        if assign.value.value in built:
-            through.setdefault(assign.targets[0].target.attr.value, built[assign.value.value])
+    through = [
+        (assign.targets[0].target.attr.value, call)
+        for assign in findall(init.body, to_attr)
+        for call in built.get(assign.value.value, [])
+    ]
     return through, ({**names, **library_names(init.body, tree=True)} if through else names)
 
 
