@@ -18,11 +18,23 @@ from pathlib import Path
 
 import torch
 
-GENERATOR = dict(
-    model_type="bart", vocab_size=40, d_model=16, encoder_layers=2, decoder_layers=2, encoder_attention_heads=2,
-    decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=64,
-    pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2, forced_eos_token_id=None,
-)
+GENERATOR = {
+    "model_type": "bart",
+    "vocab_size": 40,
+    "d_model": 16,
+    "encoder_layers": 2,
+    "decoder_layers": 2,
+    "encoder_attention_heads": 2,
+    "decoder_attention_heads": 2,
+    "encoder_ffn_dim": 32,
+    "decoder_ffn_dim": 32,
+    "max_position_embeddings": 64,
+    "pad_token_id": 1,
+    "bos_token_id": 0,
+    "eos_token_id": 2,
+    "decoder_start_token_id": 2,
+    "forced_eos_token_id": None,
+}
 
 
 def load(path: str):
@@ -71,16 +83,32 @@ def main() -> None:
     start = torch.full((batch, 1), GENERATOR["decoder_start_token_id"], dtype=torch.long)
     with torch.no_grad():
         tokens = model.generate(
-            start, passage_ids=passage_ids, passage_mask=passage_mask, passage_scores=passage_scores,
-            num_beams=args.beams, num_return_sequences=args.beams, max_new_tokens=6, do_sample=False,
-            pad_token_id=GENERATOR["pad_token_id"], eos_token_id=GENERATOR["eos_token_id"], use_cache=True,
+            start,
+            passage_ids=passage_ids,
+            passage_mask=passage_mask,
+            passage_scores=passage_scores,
+            num_beams=args.beams,
+            num_return_sequences=args.beams,
+            max_new_tokens=6,
+            do_sample=False,
+            pad_token_id=GENERATOR["pad_token_id"],
+            eos_token_id=GENERATOR["eos_token_id"],
+            use_cache=True,
         )
     import transformers
 
-    print(json.dumps({
-        "transformers": transformers.__version__, "tokens": tokens.tolist(), "reorder_saw": sorted(set(seen)),
-        "reorder_calls": len(seen), "missing": list(missing), "unexpected": list(unexpected),
-    }))
+    print(
+        json.dumps(
+            {
+                "transformers": transformers.__version__,
+                "tokens": tokens.tolist(),
+                "reorder_saw": sorted(set(seen)),
+                "reorder_calls": len(seen),
+                "missing": list(missing),
+                "unexpected": list(unexpected),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":
