@@ -257,12 +257,14 @@ def test_a_model_an_encoder_decoder_auto_class_builds_is_handed_an_encoder_decod
     assert not info.roles["library_model"]
     result = migrate(code, era)
     assert result.status == "migrated", [str(d) for d in result.diagnostics]
-    assert "DynamicCache" not in result.migrated
+    # never a DynamicCache of four tensors per layer: only an empty one, for the cross-attention of a wrapped Cache
+    assert "DynamicCache(past_key_values)" not in result.migrated and "DynamicCache.from_legacy" not in result.migrated
     if era == "4.52":
-        assert "EncoderDecoderCache" not in result.migrated
+        assert "EncoderDecoderCache" not in result.migrated and "DynamicCache" not in result.migrated
     else:
         assert {"CM117", "CM118"} <= set(result.applied)
         assert "outputs = encoder_decoder_past_in_outputs(outputs)" in result.migrated
+        assert "past_key_values = EncoderDecoderCache(past_key_values, DynamicCache())" in result.migrated
     built = {"4.56": "EncoderDecoderCache.from_legacy_cache(past_key_values)", "5": "EncoderDecoderCache(past_key_values)"}
     built["portable"] = "encoder_decoder_cache_of(past_key_values)"
     assert era == "4.52" or f"past_key_values = {built[era]}" in result.migrated
