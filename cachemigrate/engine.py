@@ -38,7 +38,6 @@ from .edit.imports import IMPORTS_RULE
 from .proof.first_step import first_step_diagnostics, past_hook_diagnostics
 from .facts.past_hook import past_hooks
 from .facts.heads import late_presence_diagnostics
-from .facts.custom_reorder import custom_reorder_diagnostics
 from .facts.one_layer import one_layer_diagnostic
 from .edit.past_hook import FixError, fix_past_hooks, why_not as why_not_fixed
 from .proof.leftovers import edited_functions, edited_tops, leftover_diagnostics, unbound_names
@@ -320,8 +319,6 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
         )
     if late := late_presence_diagnostics(before, path, locate):  # a head's presence test after its model ran
         return done("failed", diags=late)
-    if reorder := custom_reorder_diagnostics(before, path, locate):  # beams reordered by a function of the head's
-        return done("failed", diags=reorder)
     hooks = past_hook_diagnostics(before, path, locate)
     if hooks and options.fix_past_hook:
         return _fix_hooks_then_migrate(module, before, ruleset, options, path, locate, hooks, done)

@@ -20,6 +20,7 @@ from .refuse_parameter import RefuseParameter
 from .refuse_passed_with import InsertAfterPassedWith, RefusePassedWith
 from .refuse_signature import RefuseSignature
 from .rename_keyword import RenameKeyword
+from .reorder_each_tensor import ReorderEachTensor
 from .rename_parameter import RenameParameter
 from .replace_class_statements import ReplaceClassStatements
 from .replace_expression import ReplaceExpression
@@ -62,6 +63,7 @@ ACTIONS: dict[str, type[Action]] = {
         TiedWeightsList,
         RetieWeights,
         GenerateCache,
+        ReorderEachTensor,
     )
 }
 

@@ -41,6 +41,7 @@ from .consumers import consumers
 from .patches import library_subclasses, patch_functions
 from .roles import assign_roles
 from .heads import generating_heads, library_heads, pretrained_bases
+from .custom_reorder import stacked_reorders
 from .one_layer import single_layers
 from ..traverse import findall, positions, walk
 from .uses import (  # noqa: F401 (re-exported: the use kinds and their vocabulary)
@@ -325,12 +326,14 @@ def analyze(module: cst.Module, cache_names: Sequence[str], only: set[str] | Non
         roles["library_head"] = [head.name for head in over]
         # a head over a model hands it the Cache that model takes; a head over a model's stack of layers hands it
         # what that stack's own model would (the rules of each era say which)
-        roles["library_model"] = [head.name for head in over if not head.stack]
+        roles["library_model"] = [head.name for head in over if not head.stack and not head.encoder_decoder]
         roles["library_stack"] = [head.name for head in over if head.stack]
+        roles["library_seq2seq"] = [head.name for head in over if head.encoder_decoder]  # four tensors per layer
         # the file's own PreTrainedModel classes the heads derive from, and the classes built on those that
         # generate (a causal head over the file's own model, itself over the library's layers): heads too
         roles["library_pretrained"] = pretrained_bases(structure.classes, roles["library_head"])
         roles["head"] += generating_heads(structure.classes, roles["library_pretrained"], roles["head"])
+        roles["stacked_reorder"] = stacked_reorders(structure.classes, roles["head"], structure.functions)
     return ModuleInfo(
         structure.classes, structure.functions, roles, module_globals(module), unproven, over, tuple(cache_names)
     )

@@ -4,7 +4,8 @@ function views the batch as beams of several stacked rows each (a retrieval head
 ``n_docs`` rows per beam). A Cache reorders itself only by rows (``reorder_cache(beam_idx)``: ``index_select(0,
 beam_idx)`` on every tensor; ``batch_select_indices`` likewise), so no Cache method stands for such a function, and
 the guard CM021 writes (``past.reorder_cache(beam_idx)``) would select the wrong rows. :func:`custom_reorder` finds
-the function; the diagnostic says what porting it takes per runtime."""
+the function; the heads whose ``_reorder_cache`` uses one are role ``stacked_reorder`` (:func:`stacked_reorders`),
+whose rule (CM026) applies the function to every tensor of a Cache instead."""
 
 from __future__ import annotations
 
@@ -21,6 +22,13 @@ def custom_reorder(function: cst.FunctionDef, module_functions: set[str]) -> str
     """The name of the function ``function`` (a ``_reorder_cache``) reorders the cached tensors with, where that is a
     function of its own (defined inside it, or at the module's top level) called in a comprehension over one layer's
     tensors; None where it selects rows (``state.index_select(0, beam_idx)``) or calls nothing of its own."""
+    comp = reorder_comprehension(function, module_functions)
+    return comp.elt.func.value if comp is not None else None
+
+
+def reorder_comprehension(function: cst.FunctionDef, module_functions: set[str]) -> cst.GeneratorExp | None:
+    """The comprehension over one layer's tensors of :func:`custom_reorder` (``_reorder_stacked(state, ...) for
+    state in layer_past``): its element reorders the tensor its target names."""
     nested = {node.name.value for node in findall(function.body, m.FunctionDef())}
     own = nested | module_functions
     for comp in findall(function.body, m.GeneratorExp() | m.ListComp()):
@@ -30,7 +38,7 @@ def custom_reorder(function: cst.FunctionDef, module_functions: set[str]) -> str
         call = comp.elt
         first = call.args[0].value if call.args else None
         if isinstance(call.func, cst.Name) and call.func.value in own and m.matches(first, m.Name(target.value)):
-            return call.func.value
+            return comp
     return None
 
 
@@ -49,24 +57,14 @@ def custom_reorder_message(cls: str, function: str, reorder: str, built: str) ->
     )
 
 
-def custom_reorder_diagnostics(info, path: str, locate) -> list:
-    """CM900 at the ``_reorder_cache`` of each head of a file with heads over a library model, where it reorders
-    the tensors with a function of its own (:func:`custom_reorder`): CM021's guard would reorder a Cache by rows."""
-    from .. import diagnostics as codes
-    from ..diagnostics import Diagnostic
-
-    if not info.library_heads:
-        return []
-    tops = {fn.name for fn in info.functions.values() if fn.cls is None}
-    wrapped = " or ".join(f"`{head.model}`" for head in info.library_heads)
-    result = []
-    for name in info.roles.get("head", []):
-        method = info.classes[name].methods.get("_reorder_cache")
-        reorder = custom_reorder(method.node, tops) if method is not None else None
-        if reorder:
-            line, column = locate(method.node)
-            message = custom_reorder_message(name, method.name, reorder, wrapped)
-            result.append(
-                Diagnostic(path, line, column, codes.UNKNOWN_IDIOM, message + "; the file was left unchanged")
-            )
-    return result
+def stacked_reorders(classes: dict, heads: list[str], functions: dict) -> list[str]:
+    """The heads (of a file with heads over a library model) whose ``_reorder_cache`` reorders each cached tensor
+    with a function of its own (:func:`custom_reorder`): role ``stacked_reorder``, whose rules reorder a Cache's
+    tensors with that function (CM026) instead of by rows (CM021)."""
+    tops = {fn.name for fn in functions.values() if fn.cls is None}
+    found = []
+    for name in heads:
+        method = classes[name].methods.get("_reorder_cache")
+        if method is not None and custom_reorder(method.node, tops):
+            found.append(name)
+    return found

@@ -13,8 +13,10 @@ the library model's, made and updated by it. What the head owns is migrated (its
   ``modeling_gpt2.GPT2Model`` are read through the imports, :mod:`.library_imports`) or a model's stack of layers
   (``Encoder``, ``Decoder``: ``self.encoder = BertEncoder(config)``, a head that embeds and masks itself and hands the
   library's layers the past), or a model an auto class builds (``self.language_model =
-  AutoModelForCausalLM.from_config(config.text_config)``: a model of the library, whichever the config names; not
-  an encoder-decoder one, :data:`ENCODER_DECODER`);
+  AutoModelForCausalLM.from_config(config.text_config)``: a model of the library, whichever the config names; an
+  encoder-decoder one, :data:`ENCODER_DECODER`, is marked so: its layers' past is four tensors), directly or through
+  a local of the ``__init__`` (``generator = AutoModelForSeq2SeqLM.from_config(config.generator)`` under ``if
+  generator is None:``, then ``self.generator = generator``; the auto class may be imported inside the ``__init__``);
 - its ``forward`` hands a cache variable to ``self.<attr>(...)``.
 
 A file of transformers' own tree reaches the library with relative imports (``from ..bert.modeling_bert import
@@ -33,6 +35,7 @@ from .. import diagnostics as codes
 from ..diagnostics import Diagnostic
 from ..excerpts import source_line
 from ..traverse import findall
+from ..views.names import dotted
 from .library_imports import library_names, resolve
 from .model import ClassInfo
 
@@ -42,8 +45,9 @@ STACKS = ("Encoder", "Decoder")
 # the auto classes' constructors: ``AutoModelForCausalLM.from_config(config.text_config)`` builds a model of the library
 AUTO_BUILDERS = ("from_config", "from_pretrained")
 # auto classes that build encoder-decoder models (``AutoModelForSeq2SeqLM``, ``AutoModelForSpeechSeq2Seq``): a
-# layer's past is four tensors there, which the library-head rules would hand on as a DynamicCache (4.54+ read only
-# two per layer into one: `from_legacy_cache` raises); not taken for a library model
+# layer's past is four tensors there (its cross-attention's too), which a DynamicCache cannot hold (4.54+ read only
+# two per layer into one: `from_legacy_cache` raises): such a head is `encoder_decoder`, role `library_seq2seq`, and
+# its rules hand the model an EncoderDecoderCache
 ENCODER_DECODER = ("Seq2Seq",)
 
 
@@ -59,6 +63,8 @@ class LibraryHead:
     # name it binds the model's outputs to (``outputs = self.transformer(...)``; None for any other statement)
     handoff: int | None = None
     outputs: str | None = None
+    # the model is an encoder-decoder one an auto class builds (:data:`ENCODER_DECODER`): four tensors per layer
+    encoder_decoder: bool = False
 
     @property
     def stack(self) -> bool:
@@ -88,12 +94,14 @@ def _library_pretrained(cls: ClassInfo, classes: dict[str, ClassInfo], names: di
 
 def _library_model(cls: ClassInfo, names: dict[str, str]) -> tuple[str, str, str] | None:
     """(attribute, class as the file writes it, library module) of the first library model the class builds and its
-    forward hands a past."""
+    forward hands a past: built into the attribute, or into a local of ``__init__`` the attribute is set to."""
     forward = cls.methods.get("forward")
     if forward is None or not forward.cache_params:
         return None
     handed = forward.passes_to_self_attr()
-    for attribute, built in cls.submodules.items():
+    init = cls.methods.get("__init__")
+    through, names = _through_locals(init.node, names) if init is not None else ([], names)
+    for attribute, built in [*cls.submodules.items(), *through]:
         library, name = resolve(built, names)
         model = library is not None and name.endswith(MODULES) and not name.endswith("PreTrainedModel")
         model = model or (library is not None and _auto_built(library, name))
@@ -102,11 +110,34 @@ def _library_model(cls: ClassInfo, names: dict[str, str]) -> tuple[str, str, str
     return None
 
 
+def _through_locals(init: cst.FunctionDef, names: dict[str, str]) -> tuple[list[tuple[str, str]], dict[str, str]]:
+    """((attribute, a constructor as written) for each ``self.<attribute> = <local>`` of ``init`` and each call
+    ``init`` assigns that local, in any branch: ``generator = AutoModelForSeq2SeqLM.from_config(config.generator)``;
+    ``names`` with the library imports of ``init`` itself: ``from ..auto.modeling_auto import AutoModelForSeq2SeqLM``
+    inside it)."""
+    built_local = m.Assign(targets=[m.AssignTarget(m.Name())], value=m.Call(func=m.Name() | m.Attribute()))
+    built: dict[str, list[str]] = {}
+    for assign in findall(init.body, built_local):
+        built.setdefault(assign.targets[0].target.value, []).append(dotted(assign.value.func))
+    to_attr = m.Assign(targets=[m.AssignTarget(m.Attribute(value=m.Name("self"), attr=m.Name()))], value=m.Name())
+    through = [
+        (assign.targets[0].target.attr.value, call)
+        for assign in findall(init.body, to_attr)
+        for call in built.get(assign.value.value, [])
+    ]
+    return through, ({**names, **library_names(init.body, tree=True)} if through else names)
+
+
 def _auto_built(library: str, name: str) -> bool:
     """``library.name`` is an auto class's constructor (``transformers.AutoModelForCausalLM`` . ``from_config``): the
     model it builds is one of the library's, whichever the config names."""
     auto = library.rsplit(".", 1)[-1]
-    return name in AUTO_BUILDERS and auto.startswith("AutoModel") and not any(kind in auto for kind in ENCODER_DECODER)
+    return name in AUTO_BUILDERS and auto.startswith("AutoModel")
+
+
+def _encoder_decoder(library: str, name: str) -> bool:
+    """An auto class's constructor that builds an encoder-decoder model (:data:`ENCODER_DECODER`)."""
+    return _auto_built(library, name) and any(kind in library.rsplit(".", 1)[-1] for kind in ENCODER_DECODER)
 
 
 def library_heads(module: cst.Module, classes: dict[str, ClassInfo]) -> list[LibraryHead]:
@@ -120,7 +151,8 @@ def library_heads(module: cst.Module, classes: dict[str, ClassInfo]) -> list[Lib
         if wrapped is not None:
             attribute, model, library = wrapped
             index, outputs = handoff(cls.methods["forward"].node, attribute)
-            found.append(LibraryHead(cls.name, attribute, model, library, index, outputs))
+            seq2seq = _encoder_decoder(library, model.rsplit(".", 1)[-1])
+            found.append(LibraryHead(cls.name, attribute, model, library, index, outputs, seq2seq))
     return found
 
 

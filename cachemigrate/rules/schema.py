@@ -41,6 +41,8 @@ ROLES = (
     "library_head",
     "library_model",
     "library_stack",
+    "library_seq2seq",
+    "stacked_reorder",
     "reader",
     "consumer",
     "patch",

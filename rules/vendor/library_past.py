@@ -2,7 +2,7 @@
 handed it a tuple or no past (the head's tuple path), read the same way on every release a migrated head runs on.
 Written for cachemigrate."""
 
-from transformers.cache_utils import Cache
+from transformers.cache_utils import Cache, EncoderDecoderCache
 
 
 def legacy_past_in_outputs(outputs):
@@ -59,3 +59,41 @@ def stack_past_as_handed(outputs, legacy, use_cache):
             else:
                 outputs[key] = past
     return outputs
+
+
+def encoder_decoder_past_in_outputs(outputs):
+    """`outputs` (a ModelOutput or a tuple) of a library encoder-decoder model with each Cache in it replaced by a tuple
+    per layer, as a tuple-era encoder-decoder model gave back (vendored by cachemigrate): the self-attention's (keys,
+    values), followed by the cross-attention's where it holds them (an EncoderDecoderCache); read off `layers` from
+    transformers 4.54 on, through `to_legacy_cache()` before."""
+
+    def pairs(cache):
+        if not hasattr(cache, "layers"):
+            return [tuple(layer) for layer in cache.to_legacy_cache()]
+        found = [(layer.keys, layer.values) for layer in cache.layers]
+        return [pair if pair[0] is not None and pair[0].numel() > 0 else () for pair in found]
+
+    def legacy(cache):
+        if not hasattr(cache, "cross_attention_cache"):
+            return tuple(pairs(cache))
+        if not hasattr(cache.self_attention_cache, "layers"):
+            return cache.to_legacy_cache()
+        cross = pairs(cache.cross_attention_cache)
+        own = pairs(cache.self_attention_cache)
+        return tuple(pair + (cross[index] if pair and index < len(cross) else ()) for index, pair in enumerate(own))
+
+    if isinstance(outputs, tuple):
+        return tuple(legacy(item) if isinstance(item, Cache) else item for item in outputs)
+    for key, value in list(outputs.items()):
+        if isinstance(value, Cache):
+            outputs[key] = legacy(value)
+    return outputs
+
+
+def encoder_decoder_cache_of(past):
+    """An EncoderDecoderCache holding `past`, a tuple per layer of the self-attention's (keys, values) followed by the
+    cross-attention's (vendored by cachemigrate): through `from_legacy_cache` where the release has it (4.x), the
+    constructor of 5.x otherwise."""
+    if hasattr(EncoderDecoderCache, "from_legacy_cache"):
+        return EncoderDecoderCache.from_legacy_cache(past)
+    return EncoderDecoderCache(past)
