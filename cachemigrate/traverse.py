@@ -165,7 +165,7 @@ def walk_many(node: CSTNode, visitors: list[cst.CSTVisitor]) -> None:
 
 def nodes(root: CSTNode, statements: bool = False) -> Iterator[CSTNode]:
     """Every node of the subtree, ``root`` first, in the order a visitor sees them (pre-order); with
-    ``statements``, no expression and nothing inside one."""
+    ``statements``, no expression or trivia and nothing inside one."""
     stack = [root]
     while stack:
         node = stack.pop()
@@ -270,13 +270,14 @@ def _statement_kinds(kinds: frozenset[str] | None) -> bool:
     return found
 
 
-_EXPRESSIONS: dict[type, bool] = {}  # a node type -> whether it is an expression (answered once per type)
+_EXPRESSIONS: dict[type, bool] = {}  # a node type -> whether it is an expression or trivia (once per type)
 
 
 def _expression(kind: type) -> bool:
+    """Whether no statement type stands below a node of type ``kind``: an expression, or trivia."""
     found = _EXPRESSIONS.get(kind)
     if found is None:
-        found = _EXPRESSIONS[kind] = issubclass(kind, cst.BaseExpression)
+        found = _EXPRESSIONS[kind] = issubclass(kind, cst.BaseExpression) or kind in TRIVIA
     return found
 
 
