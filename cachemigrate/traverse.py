@@ -244,18 +244,8 @@ _BUILT: dict[int, tuple[CSTNode, list[CSTNode]]] = {}  # the last trees built fr
 
 # node types that never stand inside an expression (statements, their blocks and the parts only they hold): a
 # findall of these alone need not walk into any expression (most of a tree's nodes)
-_OUTSIDE_EXPRESSIONS = (
-    cst.BaseStatement,
-    cst.BaseSmallStatement,
-    cst.BaseSuite,
-    cst.AssignTarget,
-    cst.Decorator,
-    cst.ExceptHandler,
-    cst.ExceptStarHandler,
-    cst.Else,
-    cst.Finally,
-    cst.ImportAlias,
-)
+_OUTSIDE_EXPRESSIONS = (cst.BaseStatement, cst.BaseSmallStatement, cst.BaseSuite, cst.AssignTarget, cst.Decorator)
+_OUTSIDE_EXPRESSIONS += (cst.ExceptHandler, cst.ExceptStarHandler, cst.Else, cst.Finally, cst.ImportAlias)
 _STATEMENT_KINDS: dict[frozenset[str] | None, bool] = {}
 
 
