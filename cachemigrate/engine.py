@@ -372,7 +372,7 @@ def migrate_source(code: str, ruleset: RuleSet, options: Options | None = None, 
     leftovers = leftover_diagnostics(before, reparsed, edited, functions, era, path, locate, converters)
     found.extend(d for d in leftovers if d.line not in said)
     found.extend(first_step_diagnostics(before, reparsed, era, path, locate))
-    found.extend(removed_uses(module, new_module, era, path, locate))
+    found.extend(removed_uses(module, new_module, era, path, locate, migrated))
     applied = {rule: count for rule, count in matched.items()}
     if found:
         found = blocked_by_layout(note_withdrawn(found, module, before, ruleset, options, path, locate))

@@ -251,7 +251,7 @@ def _member(member: pkg.Member, info: ModuleInfo, ruleset: RuleSet, options: Opt
     leftovers = leftover_diagnostics(own_info, reparsed, edited, functions, era, path, locate, converters)
     found.extend(d for d in leftovers if d.line not in said)
     found.extend(first_step_diagnostics(own_info, reparsed, era, path, locate))
-    found.extend(removed_uses(module, new_module, era, path, locate))
+    found.extend(removed_uses(module, new_module, era, path, locate, migrated))
     if found:
         return "failed", code, found, dict(matched)
     return ("migrated" if migrated != code else "clean"), migrated, notes, dict(matched)

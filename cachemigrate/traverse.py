@@ -23,6 +23,8 @@ import dataclasses
 from typing import Iterator
 
 import libcst as cst
+import libcst._nodes.op
+import libcst._nodes.whitespace
 import libcst.matchers as m
 from libcst import CSTNode
 from libcst.matchers._matcher_base import _attribute_matches, _construct_metadata_fetcher_null, _matches
@@ -107,11 +109,46 @@ def children(node: CSTNode) -> list[CSTNode]:
     return found
 
 
+# the node types of libcst's whitespace and operator modules: whitespace, comments, newlines, punctuation,
+# operators (three nodes in five of a modeling file), whose subtrees hold nothing else
+TRIVIA: frozenset[type] = frozenset(
+    kind
+    for module in (libcst._nodes.whitespace, libcst._nodes.op)
+    for kind in vars(module).values()
+    if isinstance(kind, type) and issubclass(kind, CSTNode) and kind.__module__ == module.__name__
+)
+_NOTHING: frozenset[type] = frozenset()
+_PASSES: dict[type, frozenset[type]] = {}
+
+
+def _passes(kind: type) -> frozenset[type]:
+    """The node types a walk of a visitor of type ``kind`` need not enter: the trivia, when calling it there
+    could do nothing (no ``visit_``/``leave_`` hook for a trivia type, and ``on_visit``/``on_leave`` are libcst's,
+    or the visitor declares ``TRIVIA_FREE``: its own look at nothing trivia would change), else none."""
+    found = _PASSES.get(kind)
+    if found is None:
+        plain = kind.on_visit is cst.CSTVisitor.on_visit and kind.on_leave is cst.CSTVisitor.on_leave
+        hooked = any(
+            getattr(kind, hook, None) is not getattr(cst.CSTVisitor, hook, None)
+            for trivia in TRIVIA
+            for hook in (f"visit_{trivia.__name__}", f"leave_{trivia.__name__}")
+        )
+        found = _PASSES[kind] = TRIVIA if (plain or getattr(kind, "TRIVIA_FREE", False)) and not hooked else _NOTHING
+    return found
+
+
 def walk(node: CSTNode, visitor: cst.CSTVisitor) -> None:
-    """``node.visit(visitor)`` for a read-only visitor, without rebuilding the tree."""
+    """``node.visit(visitor)`` for a read-only visitor, without rebuilding the tree (nor entering trivia where
+    the visitor could do nothing there, :func:`_passes`)."""
+    passes = _PASSES.get(type(visitor))
+    _walk(node, visitor, _passes(type(visitor)) if passes is None else passes)
+
+
+def _walk(node: CSTNode, visitor: cst.CSTVisitor, passes: frozenset[type]) -> None:
     if visitor.on_visit(node):
         for child in children(node):
-            walk(child, visitor)
+            if type(child) not in passes:
+                _walk(child, visitor, passes)
     visitor.on_leave(node)
 
 
@@ -126,11 +163,14 @@ def walk_many(node: CSTNode, visitors: list[cst.CSTVisitor]) -> None:
         visitor.on_leave(node)
 
 
-def nodes(root: CSTNode) -> Iterator[CSTNode]:
-    """Every node of the subtree, ``root`` first, in the order a visitor sees them (pre-order)."""
+def nodes(root: CSTNode, statements: bool = False) -> Iterator[CSTNode]:
+    """Every node of the subtree, ``root`` first, in the order a visitor sees them (pre-order); with
+    ``statements``, no expression or trivia and nothing inside one."""
     stack = [root]
     while stack:
         node = stack.pop()
+        if statements and _expression(type(node)):
+            continue
         yield node
         below = children(node)
         below.reverse()
@@ -202,10 +242,40 @@ def index(root: CSTNode) -> None:
 _BUILT: dict[int, tuple[CSTNode, list[CSTNode]]] = {}  # the last trees built from the original: every node
 
 
+# node types that never stand inside an expression (statements, their blocks and the parts only they hold): a
+# findall of these alone need not walk into any expression (most of a tree's nodes)
+_OUTSIDE_EXPRESSIONS = (cst.BaseStatement, cst.BaseSmallStatement, cst.BaseSuite, cst.AssignTarget, cst.Decorator)
+_OUTSIDE_EXPRESSIONS += (cst.ExceptHandler, cst.ExceptStarHandler, cst.Else, cst.Finally, cst.ImportAlias)
+_STATEMENT_KINDS: dict[frozenset[str] | None, bool] = {}
+
+
+def _statement_kinds(kinds: frozenset[str] | None) -> bool:
+    """Whether every type of ``kinds`` is one that never stands inside an expression."""
+    found = _STATEMENT_KINDS.get(kinds)
+    if found is None:
+        found = _STATEMENT_KINDS[kinds] = kinds is not None and all(
+            isinstance(getattr(cst, kind, None), type) and issubclass(getattr(cst, kind), _OUTSIDE_EXPRESSIONS)
+            for kind in kinds
+        )
+    return found
+
+
+_EXPRESSIONS: dict[type, bool] = {}  # a node type -> whether it is an expression or trivia (once per type)
+
+
+def _expression(kind: type) -> bool:
+    """Whether no statement type stands below a node of type ``kind``: an expression, or trivia."""
+    found = _EXPRESSIONS.get(kind)
+    if found is None:
+        found = _EXPRESSIONS[kind] = issubclass(kind, cst.BaseExpression) or kind in TRIVIA
+    return found
+
+
 def _built(tree: CSTNode, kinds: frozenset[str] | None, indexed: _Index) -> list[CSTNode]:
     """:func:`_mixed` for a whole module built from the original (the migrated one), read by several findalls:
-    its nodes are listed once (:func:`_mixed`) and each findall picks its types from that list."""
-    if not isinstance(tree, cst.Module):
+    its nodes are listed once (:func:`_mixed`) and each findall picks its types from that list (a findall of
+    statement types walks only the module's statements, :func:`_statement_kinds`)."""
+    if not isinstance(tree, cst.Module) or _statement_kinds(kinds):
         return _mixed(tree, kinds, indexed)
     found = _BUILT.get(id(tree))
     if found is None or found[0] is not tree:
@@ -219,13 +289,16 @@ def _built(tree: CSTNode, kinds: frozenset[str] | None, indexed: _Index) -> list
 def _mixed(tree: CSTNode, kinds: frozenset[str] | None, indexed: _Index) -> list[CSTNode]:
     """The nodes of ``tree`` of those types in pre-order, where ``tree`` is not indexed but may hold indexed
     subtrees (an edited module keeps every original node no edit touched): those are slices of the index, only
-    the new nodes are walked."""
+    the new nodes are walked (and no expression, for a findall of statement types)."""
     found: list[CSTNode] = []
     stack = [tree]
+    statements = _statement_kinds(kinds)
     while stack:
         node = stack.pop()
         if node in indexed.spans:
             found.extend(indexed.candidates(node, kinds) or ())
+            continue
+        if statements and _expression(type(node)):
             continue
         if kinds is None or type(node).__name__ in kinds:
             found.append(node)
@@ -288,7 +361,7 @@ def findall(tree: object, matcher: object) -> list[CSTNode]:
     elif kinds is None:
         candidates = list(nodes(tree))
     else:
-        candidates = [node for node in nodes(tree) if type(node).__name__ in kinds]
+        candidates = [node for node in nodes(tree, _statement_kinds(kinds)) if type(node).__name__ in kinds]
     if not candidates:
         return candidates
     matches = _predicate(matcher)

@@ -131,3 +131,84 @@ def test_a_field_libcst_skips_when_it_is_none_is_walked_where_it_is_set():
     traverse.walk(module, got)
     assert _same([node for _, node in got.log], [node for _, node in expected.log])
     assert any(isinstance(node, cst.Name) and node.value == "width" for node in traverse.nodes(module))
+
+
+STATEMENT_MATCHERS = [
+    m.Assign(),
+    m.AssignTarget(m.Name()) | m.AugAssign(target=m.Name("k")),
+    m.Import() | m.ImportFrom(),
+    m.ImportAlias(),
+    m.Decorator(),
+    m.ExceptHandler() | m.Else() | m.Finally(),
+    m.Return() | m.Pass() | m.Expr(),
+    m.IndentedBlock(),
+    m.SimpleStatementLine(),
+    m.FunctionDef(),
+]
+
+
+def test_findall_of_statement_types_is_libcsts_and_walks_no_expression(monkeypatch):
+    """A findall of types that never stand in an expression skips expressions, and finds what libcst finds:
+    without an index, below the index, and in a module built from the indexed one."""
+    assert all(traverse._statement_kinds(traverse.matcher_kinds(matcher)) for matcher in STATEMENT_MATCHERS)
+    for other in (m.Name(), m.Param(), m.Assign() | m.Name(), m.MatchIfTrue(lambda n: True), m.Arg(), m.Module()):
+        assert not traverse._statement_kinds(traverse.matcher_kinds(other)), other
+    module = cst.parse_module(CODE)
+    traverse._INDEX.clear()
+    walked = []
+    children = traverse.children
+    monkeypatch.setattr(traverse, "children", lambda node: walked.append(node) or children(node))
+    for matcher in STATEMENT_MATCHERS:
+        assert _same(traverse.findall(module, matcher), m.findall(module, matcher)), matcher
+    assert walked and not any(isinstance(node, cst.BaseExpression) or type(node) in traverse.TRIVIA for node in walked)
+    every = len(list(traverse.nodes(module)))
+    assert len(walked) < every * len(STATEMENT_MATCHERS) / 2
+    traverse.index(module)
+    edited = module.with_changes(body=[*module.body[:-1], cst.parse_statement("if x:\n    y = g(y)[0]\n")])
+    function = next(n for n in traverse.nodes(module) if isinstance(n, cst.FunctionDef))
+    reparsed = cst.parse_module(CODE)
+    for tree in (module, function, edited, edited, reparsed, reparsed.body[-1]):
+        for matcher in STATEMENT_MATCHERS:
+            assert _same(traverse.findall(tree, matcher), m.findall(tree, matcher)), (tree, matcher)
+
+
+class _Names(cst.CSTVisitor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.log: list[cst.CSTNode] = []
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.log.append(node)
+
+
+class _Commas(_Names):
+    def visit_Comma(self, node: cst.Comma) -> None:
+        self.log.append(node)
+
+
+class _Declared(_Log):
+    TRIVIA_FREE = True
+
+
+def test_walk_enters_trivia_only_where_the_visitor_can_act_there(monkeypatch):
+    module = cst.parse_module(CODE)
+    walked = []
+    children = traverse.children
+    monkeypatch.setattr(traverse, "children", lambda node: walked.append(node) or children(node))
+    for kind in (_Names, _Commas, _Log):
+        expected, got = kind(), kind()
+        module.visit(expected)
+        walked.clear()
+        traverse.walk(module, got)
+        assert _same(_flat(got.log), _flat(expected.log)), kind
+        # only a visitor that cannot act at trivia skips it: a plain one with no trivia hook
+        assert any(type(node) in traverse.TRIVIA for node in walked) == (kind is not _Names), kind
+    # a visitor of its own on_visit/on_leave that declares them trivia-free sees everything else, in order
+    expected, got = _Log(), _Declared()
+    module.visit(expected)
+    traverse.walk(module, got)
+    assert _same(_flat([(k, n) for k, n in expected.log if type(n) not in traverse.TRIVIA]), _flat(got.log))
+
+
+def _flat(log: list) -> list:
+    return [part for entry in log for part in (entry if isinstance(entry, tuple) else (entry,))]

@@ -22,20 +22,11 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 import libcst as cst
-import libcst._nodes.op
-import libcst._nodes.whitespace
 
 from .. import traverse
+from ..traverse import TRIVIA
 from .base import Action, Planner
 from .where import Where, arrive, depart, node_kind
-
-# the node types of libcst's whitespace and operator modules: whitespace, comments, newlines, punctuation, operators
-TRIVIA: frozenset[type] = frozenset(
-    kind
-    for module in (libcst._nodes.whitespace, libcst._nodes.op)
-    for kind in vars(module).values()
-    if isinstance(kind, type) and issubclass(kind, cst.CSTNode) and kind.__module__ == module.__name__
-)
 
 
 def _sees_trivia(planner: Planner) -> bool:

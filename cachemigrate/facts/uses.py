@@ -52,6 +52,8 @@ def _statement_text(stmt: cst.CSTNode) -> str:
 class _UseCollector(cst.CSTVisitor):
     """Collects the uses of cache variables in one function body (nested functions included)."""
 
+    TRIVIA_FREE = True  # on_visit/on_leave act on statements and functions; a trivia's parent: :meth:`parent`
+
     def __init__(self, function: cst.FunctionDef, info: FunctionInfo, names: Iterable[str]) -> None:
         super().__init__()
         self.function = function

@@ -138,5 +138,7 @@ def free_names(function: cst.CSTNode, module_names: set[str]) -> set[str]:
 def newly_unbound(
     before: cst.CSTNode, after: cst.CSTNode, module_before: set[str], module_after: set[str]
 ) -> set[str]:
-    """Names the migrated function reads that nothing binds, and that were bound (or not read) before."""
-    return free_names(after, module_after) - free_names(before, module_before)
+    """Names the migrated function reads that nothing binds, and that were bound (or not read) before (the
+    original is only walked when the migrated function has a free name at all)."""
+    free = free_names(after, module_after)
+    return free - free_names(before, module_before) if free else free
