@@ -12,7 +12,12 @@ block (``template``) is inserted after the top-level statement of the method tha
 ``anchor`` (a statement template, e.g. ``{mode} = generation_config.get_generation_mode()``: after the lengths are
 prepared, before decoding), filled with the anchor's captures, under ``comment``. Only where every name of ``requires`` (``batch_size``,
 ``model_kwargs``...) is a parameter of the method or assigned by a top-level statement before the anchor, one
-statement matches the anchor, and the method does not call ``_prepare_cache_for_generation`` already."""
+statement matches the anchor, and the method calls none of ``unless_calls`` (``self.<name>(...)``: CM446's
+``_prepare_cache_for_generation``, where it makes the cache already) and has no statement matching ``unless``.
+
+Instead of an anchor, ``before_calls`` names methods of ``self`` (``_sample``, ``_beam_search``): the block goes
+before the first top-level statement that calls one of them (5.x's decoding loops read what the library's
+``generate()`` puts in ``model_kwargs`` before it calls them, e.g. ``model_kwargs["use_cache"]``, CM452)."""
 
 from __future__ import annotations
 
@@ -24,21 +29,34 @@ from ..views.patterns import compile_statements, match_statements
 from .base import Action, Planner
 from .helpers import depth_of, filled_and_formatted
 
-_PREPARE = m.Call(m.Attribute(m.Name("self"), m.Name("_prepare_cache_for_generation")))
+
+def _self_calls(names) -> m.Call:
+    return m.Call(m.Attribute(m.Name("self"), m.OneOf(*[m.Name(n) for n in names])))
 
 
 class GenerateCache(Action):
     name = "generate_cache"
     PARAMS = {
-        "anchor": (str, True, "the statement template after which the block goes (one top-level statement)"),
+        "anchor": (str, False, "the statement template after which the block goes (one top-level statement)"),
+        "before_calls": (
+            list,
+            False,
+            "or: methods of self; the block goes before the first top-level statement calling one",
+        ),
         "requires": (list, True, "names bound (parameters, or assigned at the top level) before the anchor"),
         "template": (str, True, "the statements inserted after the anchor, with the anchor's holes"),
         "comment": (str, False, "a comment line above the inserted statements"),
+        "unless_calls": (list, False, "methods of self: a method calling one is left as it is"),
+        "unless": (str, False, "a statement template: a method with a statement matching it is left as it is"),
     }
 
     @classmethod
     def check_params(cls, rule, check) -> None:
-        for key in ("anchor", "template"):
+        if ("anchor" in rule.params) == ("before_calls" in rule.params):
+            raise check.fail("params", "exactly one of `anchor` and `before_calls`")
+        for key in ("anchor", "template", "unless"):
+            if key not in rule.params:
+                continue
             try:
                 compile_statements(rule.params[key])
             except Exception as exc:  # noqa: BLE001 - any template error is the rule's
@@ -46,6 +64,21 @@ class GenerateCache(Action):
 
     def planner(self) -> Planner:
         return _Planner(self)
+
+
+def _anchors(action: GenerateCache, body: list, bound) -> list[tuple[int, dict]]:
+    """``(index after which the block goes, captures)`` of each place the rule names."""
+    if action.param("before_calls"):
+        calls = _self_calls(action.param("before_calls"))
+        first = next((i for i, stmt in enumerate(body) if findall(stmt, calls)), None)
+        return [] if first is None else [(first - 1, {})]
+    pattern = compile_statements(action.param("anchor"))
+    found = []
+    for index in range(len(body)):
+        captures = match_statements(pattern, body, index, bound)
+        if captures is not None:
+            found.append((index, captures))
+    return found
 
 
 def _binds(stmt: cst.CSTNode) -> set[str]:
@@ -58,16 +91,17 @@ class _Planner(Planner):
         if len(self.function_stack) != 1 or not self.in_function_scope() or self.current_class is None:
             return
         action: GenerateCache = self.action
-        if findall(node, _PREPARE):
-            return  # it makes the cache already (this rule ran, or the file is newer)
-        pattern = compile_statements(action.param("anchor"))
+        if action.param("unless_calls") and findall(node, _self_calls(action.param("unless_calls"))):
+            return  # it does so already (this rule ran, or the file is newer)
         body = list(node.body.body)
         bound = self.bound()
-        found = []
-        for index in range(len(body)):
-            captures = match_statements(pattern, body, index, bound)
-            if captures is not None:
-                found.append((index, captures))
+        if action.param("unless"):
+            unless = compile_statements(action.param("unless"))
+            if any(
+                match_statements(unless, [s], 0, bound) is not None for s in findall(node, m.SimpleStatementLine())
+            ):
+                return
+        found = _anchors(action, body, bound)
         if len(found) != 1:
             return
         index, captures = found[0]
@@ -76,7 +110,7 @@ class _Planner(Planner):
         for star in (params.star_arg, params.star_kwarg):
             if isinstance(star, cst.Param):
                 known.add(star.name.value)
-        for stmt in body[:index]:
+        for stmt in body[: index + 1]:
             known |= _binds(stmt)
         if not set(action.param("requires")) <= known:
             return
