@@ -66,10 +66,14 @@ class GenerateCache(Action):
         return _Planner(self)
 
 
-def _anchors(action: GenerateCache, body: list, bound) -> list[tuple[int, dict]]:
-    """``(index after which the block goes, captures)`` of each place the rule names."""
+def _anchors(action: GenerateCache, body: list, bound, own: set[str]) -> list[tuple[int, dict]]:
+    """``(index after which the block goes, captures)`` of each place the rule names; ``own``: the methods the
+    class defines itself (a loop of its own named as the library's is not the library's)."""
     if action.param("before_calls"):
-        calls = _self_calls(action.param("before_calls"))
+        names = [name for name in action.param("before_calls") if name not in own]
+        if not names:
+            return []
+        calls = _self_calls(names)
         first = next((i for i, stmt in enumerate(body) if findall(stmt, calls)), None)
         return [] if first is None else [(first - 1, {})]
     pattern = compile_statements(action.param("anchor"))
@@ -101,7 +105,9 @@ class _Planner(Planner):
                 match_statements(unless, [s], 0, bound) is not None for s in findall(node, m.SimpleStatementLine())
             ):
                 return
-        found = _anchors(action, body, bound)
+        owner = next(n for n in reversed(self.stack) if isinstance(n, cst.ClassDef))
+        own = {s.name.value for s in owner.body.body if isinstance(s, cst.FunctionDef)}
+        found = _anchors(action, body, bound, own)
         if len(found) != 1:
             return
         index, captures = found[0]
