@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-SUBSET = ("ctrl", "decision_transformer", "bart", "bert", "codegen", "cpmant", "fsmt", "rag", "t5", "llama", "vit")
+SUBSET = ("ctrl", "decision_transformer", "bart", "bert", "codegen", "cpmant", "fsmt", "rag", "reformer", "t5", "llama", "vit")
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +36,8 @@ def test_a_subset_of_transformers_4_51_3_keeps_every_property(robustness):
     assert statuses["ctrl"] == statuses["decision_transformer"] == statuses["bart"] == statuses["cpmant"] == "migrated"
     assert statuses["fsmt"] == "migrated"  # a dict per layer (CM640): compiles, idempotent
     assert statuses["llama"] == statuses["vit"] == "clean"
-    assert statuses["rag"] == "failed"  # a refused file (beams reordered by its own function): byte-identical
+    assert statuses["rag"] == "migrated"  # a head over a library seq2seq model, beams reordered by its own function
+    assert statuses["reformer"] == "failed"  # a refused file (CM903: its layers take the past under names of their own): byte-identical
     prefiltered = {o.name.split("/")[-2] for o in outcomes if o.prefiltered}
     assert "vit" in prefiltered and not prefiltered & {"ctrl", "decision_transformer", "bart", "bert", "codegen"}
 
