@@ -17,24 +17,8 @@ import sys
 from pathlib import Path
 
 import torch
+from toy_rag_beams import GENERATOR  # the same tiny BART generator as the toy's
 
-GENERATOR = {
-    "model_type": "bart",
-    "vocab_size": 40,
-    "d_model": 16,
-    "encoder_layers": 2,
-    "decoder_layers": 2,
-    "encoder_attention_heads": 2,
-    "decoder_attention_heads": 2,
-    "encoder_ffn_dim": 32,
-    "decoder_ffn_dim": 32,
-    "max_position_embeddings": 64,
-    "pad_token_id": 1,
-    "bos_token_id": 0,
-    "eos_token_id": 2,
-    "decoder_start_token_id": 2,
-    "forced_eos_token_id": None,
-}
 QUESTION = {
     "model_type": "dpr",
     "vocab_size": 40,
